@@ -1,0 +1,3 @@
+from habitat_trace.cli import main
+
+main()

@@ -1,0 +1,89 @@
+"""Command-line interface. Heavy modules are imported inside each command so ``--help`` stays fast.
+
+Every user error is a HabitatTraceError: printed as one ``error:`` line on stderr, exit code from
+the error class (README, "Exit codes"); no traceback, no partial output file.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Predict a PyTorch training step on another GPU from a torch.profiler trace.")
+
+FormatOpt = typer.Option("table", "--format", help="table or json")
+SpecsOpt = typer.Option(None, "--specs", help="extra GPU catalog (TOML, [gpus.\"NAME\"] tables; may use base=)")
+
+
+@app.callback()
+def _root(verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="more log output"),
+          quiet: bool = typer.Option(False, "--quiet", "-q", help="errors only")) -> None:
+    level = logging.ERROR if quiet else (logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
+    logging.basicConfig(level=level, format="%(levelname)s: %(message)s", stream=sys.stderr)
+
+
+@app.command()
+def inspect(trace: Path = typer.Argument(..., help="torch.profiler trace (.json or .json.gz)"),
+            fmt: str = FormatOpt, top: int = typer.Option(10, "--top", help="how many top kernels")) -> None:
+    """Summarize a trace: origin GPU, steps, CPU/GPU time per step, kernels by class, top kernels."""
+    from habitat_trace.commands import inspect as cmd
+
+    cmd.run(trace, fmt=fmt, top=top)
+
+
+@app.command()
+def gpus(specs: Optional[Path] = SpecsOpt, fmt: str = FormatOpt) -> None:
+    """List the GPU catalog (with --specs entries)."""
+    from habitat_trace.commands import gpus as cmd
+
+    cmd.run(specs=specs, fmt=fmt)
+
+
+@app.command()
+def scale(trace: Path = typer.Argument(..., help="torch.profiler trace (.json or .json.gz)"),
+          to: List[str] = typer.Option(..., "--to", help="target GPU (repeat for several)"),
+          out: Path = typer.Option(..., "-o", "--out", help="output trace (.json[.gz]); a directory for several --to"),
+          specs: Optional[Path] = SpecsOpt,
+          origin: Optional[str] = typer.Option(None, "--from", help="origin GPU when deviceProperties lack it")) -> None:
+    """Write the trace as it would run on another GPU."""
+    from habitat_trace.commands import scale as cmd
+
+    cmd.run(trace, to=to, out=out, specs=specs, origin=origin)
+
+
+@app.command()
+def check(trace: Path = typer.Argument(..., help="Chrome-trace JSON to check against Perfetto's import rules")) -> None:
+    """Check a trace against the rules Perfetto's JSON importer applies; exit 1 on violations."""
+    from habitat_trace.commands import check as cmd
+
+    cmd.run(trace)
+
+
+def main() -> None:
+    from habitat_trace.errors import HabitatTraceError
+
+    try:
+        app(standalone_mode=False)
+    except HabitatTraceError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # click usage errors and the like
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

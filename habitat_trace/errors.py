@@ -1,0 +1,36 @@
+"""One exception hierarchy for everything a user can get wrong.
+
+Every message names the file (or event, or GPU) and says what to do. The CLI prints
+``error: <message>`` on one line and exits with the class's ``exit_code``; no traceback.
+"""
+from __future__ import annotations
+
+
+class HabitatTraceError(Exception):
+    """Base class. ``exit_code`` is what the CLI exits with (documented in the README)."""
+
+    exit_code = 1
+
+
+class TraceFormatError(HabitatTraceError):
+    """The input trace is missing, unreadable, or not a Kineto trace we can use."""
+
+    exit_code = 2
+
+
+class UnsupportedTraceError(TraceFormatError):
+    """A valid trace we deliberately do not handle (CPU-only, AMD/ROCm)."""
+
+    exit_code = 3
+
+
+class SpecError(HabitatTraceError):
+    """A GPU name or a --specs file is wrong (unknown GPU, bad field, bad base)."""
+
+    exit_code = 4
+
+
+class OutputError(HabitatTraceError):
+    """The output path is unusable (missing directory, same as the input)."""
+
+    exit_code = 5

@@ -1,0 +1,122 @@
+"""Link the tables: op nesting per thread, runtime call -> enclosing op, GPU event -> launch call
+(CUPTI correlation), GPU event -> op chain and ProfilerStep.
+
+Rules (pinned by tests/test_linking.py):
+- ops nest by time containment on their (pid, tid) thread; ties sort the longer op first;
+- a call's op is the innermost op on the call's thread whose span contains the call's start;
+- a GPU event's launch is the runtime/driver call with the same correlation id (a CUDA-graph launch
+  may own several GPU events); its op and step come from that call, else from its External id,
+  else (no launch recorded) from its own start time for the step;
+- a GPU event belongs to the ProfilerStep whose CPU span contains its launch's start.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from habitat_trace.ingest import schema as S
+
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def op_parents(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Parent row (or -1) and depth of each op, by time containment on its thread."""
+    n = len(ops)
+    parent = np.full(n, S.NONE, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return parent, depth
+    thread = pd.factorize(ops[S.PID] + ":" + ops[S.TID])[0]
+    start = ops[S.TS].to_numpy()
+    end = start + ops[S.DUR].to_numpy()
+    order = np.lexsort((-end, start, thread)).tolist()
+    thread_l, end_l, start_l = thread.tolist(), end.tolist(), start.tolist()
+    stack: list[int] = []
+    current = -1
+    for i in order:
+        if thread_l[i] != current:
+            stack, current = [], thread_l[i]
+        s = start_l[i]
+        while stack and end_l[stack[-1]] <= s:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+            depth[i] = len(stack)
+        stack.append(i)
+    return parent, depth
+
+
+def root_ops(parent: np.ndarray, is_step: np.ndarray) -> np.ndarray:
+    """Outermost ancestor of each op that is not a ProfilerStep annotation (steps map to themselves)."""
+    root = np.arange(len(parent), dtype=np.int64)
+    while True:
+        p = parent[root]
+        move = (p != S.NONE) & ~is_step[np.maximum(p, 0)]
+        if not move.any():
+            return root
+        root = np.where(move, p, root)
+
+
+def enclosing_op(ops: pd.DataFrame, parent: np.ndarray, pid: pd.Series, tid: pd.Series,
+                 ts: np.ndarray) -> np.ndarray:
+    """Innermost op on the same thread whose span contains each time in ``ts`` (-1 if none)."""
+    out = np.full(len(ts), S.NONE, dtype=np.int64)
+    if len(ops) == 0 or len(ts) == 0:
+        return out
+    op_thread = (ops[S.PID] + ":" + ops[S.TID]).to_numpy()
+    q_thread = (pid + ":" + tid).to_numpy()
+    start = ops[S.TS].to_numpy()
+    end = start + ops[S.DUR].to_numpy()
+    for key in np.unique(q_thread):
+        rows = np.flatnonzero(op_thread == key)
+        q = np.flatnonzero(q_thread == key)
+        if len(rows) == 0:
+            continue
+        rows = rows[np.argsort(start[rows], kind="stable")]
+        pos = np.searchsorted(start[rows], ts[q], side="right") - 1
+        cand = np.where(pos >= 0, rows[np.maximum(pos, 0)], S.NONE)
+        # climb to the first ancestor still open at ts (bounded by the nesting depth)
+        while True:
+            valid = cand != S.NONE
+            closed = np.zeros(len(q), dtype=bool)
+            closed[valid] = end[cand[valid]] < ts[q][valid]
+            if not closed.any():
+                break
+            cand[closed] = parent[cand[closed]]
+        out[q] = cand
+    return out
+
+
+def step_table(ops: pd.DataFrame) -> pd.DataFrame:
+    names = ops[S.NAME]
+    m = names.str.match(STEP_NAME.pattern)
+    steps = ops.loc[m, [S.EVENT, S.NAME, S.TS, S.DUR]].copy()
+    steps[S.STEP_NUMBER] = steps[S.NAME].str.extract(STEP_NAME.pattern)[0].astype(np.int64).to_numpy()
+    steps["op"] = np.flatnonzero(m.to_numpy())
+    steps = steps.sort_values(S.TS, kind="stable").reset_index(drop=True)
+    steps[S.END] = steps[S.TS] + steps[S.DUR]
+    return steps
+
+
+def step_of(steps: pd.DataFrame, ts: np.ndarray) -> np.ndarray:
+    """Row of the step whose span contains each time (-1 outside every step)."""
+    if len(steps) == 0:
+        return np.full(len(ts), S.NONE, dtype=np.int64)
+    start = steps[S.TS].to_numpy()
+    end = steps[S.END].to_numpy()
+    pos = np.searchsorted(start, ts, side="right") - 1
+    ok = (pos >= 0) & (ts < end[np.maximum(pos, 0)])
+    return np.where(ok, pos, S.NONE).astype(np.int64)
+
+
+def first_row_by_key(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Row of the first occurrence of each query key in ``keys`` (-1 if absent or query < 0)."""
+    if len(keys) == 0:
+        return np.full(len(query), S.NONE, dtype=np.int64)
+    uniq, first = np.unique(keys, return_index=True)
+    pos = np.searchsorted(uniq, query)
+    pos = np.minimum(pos, len(uniq) - 1)
+    hit = (uniq[pos] == query) & (query >= 0)
+    return np.where(hit, first[pos], S.NONE).astype(np.int64)

@@ -1,0 +1,64 @@
+"""Read a Chrome-trace JSON file (plain or gzip) into its top-level dict, or fail with one clear line.
+
+Contract: returns a dict with a ``traceEvents`` list; raises TraceFormatError naming the file and the fix.
+"""
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from habitat_trace.errors import TraceFormatError
+
+GZIP_MAGIC = b"\x1f\x8b"
+HOW_TO_RECORD = "record one with torch.profiler (export_chrome_trace or tensorboard_trace_handler)"
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's JSON bytes, gunzipped when the content is gzip (whatever the suffix says)."""
+    if not path.exists():
+        raise TraceFormatError(f"{path}: no such file; pass the path of a torch.profiler trace (.json or .json.gz)")
+    if path.is_dir():
+        raise TraceFormatError(f"{path}: is a directory; pass a trace file inside it (*.pt.trace.json[.gz])")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read ({exc.strerror}); check the path and its permissions") from None
+    if not raw:
+        raise TraceFormatError(f"{path}: file is empty; {HOW_TO_RECORD}")
+    if raw[:2] == GZIP_MAGIC:
+        try:
+            return gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error):
+            raise TraceFormatError(
+                f"{path}: gzip data is truncated or corrupt; re-copy the file or export the trace again"
+            ) from None
+    return raw
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """Parse the trace into its top-level object; check it looks like a Chrome trace."""
+    raw = read_bytes(path)
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        what = "truncated" if _looks_truncated(raw) else "not valid JSON"
+        raise TraceFormatError(
+            f"{path}: {what} ({exc.msg} at byte {exc.pos}); export the trace again, {HOW_TO_RECORD}"
+        ) from None
+    if isinstance(doc, list):  # the Chrome trace format also allows a bare event array
+        doc = {"traceEvents": doc}
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        kind = type(doc).__name__
+        raise TraceFormatError(
+            f"{path}: valid JSON ({kind}) but not a Chrome trace (no 'traceEvents' list); {HOW_TO_RECORD}"
+        )
+    return doc
+
+
+def _looks_truncated(raw: bytes) -> bool:
+    tail = raw.rstrip()[-1:]
+    return tail not in (b"}", b"]")

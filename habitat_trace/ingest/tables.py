@@ -1,0 +1,164 @@
+"""Turn the raw ``traceEvents`` list into typed pandas tables (GPU events, ops, calls, flows, ...).
+
+One pass buckets event indices by category; each table is then built column by column.
+Nothing here links tables together: that is ``linking``'s job.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from habitat_trace.ingest import columns as col
+from habitat_trace.ingest import schema as S
+
+EMPTY_ARGS: dict[str, Any] = {}
+
+
+def bucket_events(events: list[Any]) -> dict[str, list[int]]:
+    """Indices of events per normalized category; ``"[memory]"`` collects memory instants."""
+    raw: dict[Any, list[int]] = defaultdict(list)
+    for i, e in enumerate(events):
+        if type(e) is dict:
+            raw[e.get("cat")].append(i)
+    buckets: dict[str, list[int]] = defaultdict(list)
+    for cat, idx in raw.items():
+        if cat is None:
+            mem = [i for i in idx if events[i].get("name") == "[memory]"]
+            if mem:
+                buckets["[memory]"].extend(mem)
+            continue
+        if not isinstance(cat, str):
+            continue
+        buckets[S.CATEGORY_ALIASES.get(cat, cat)].extend(idx)
+    for idx in buckets.values():
+        idx.sort()
+    return buckets
+
+
+def _args(evs: list[dict]) -> list[dict]:
+    out = []
+    for e in evs:
+        a = e.get("args")
+        out.append(a if type(a) is dict else EMPTY_ARGS)
+    return out
+
+
+def _external_ids(args: list[dict]) -> np.ndarray:
+    # 2021 traces spell it "external id"
+    return col.ints([a.get("External id", a.get("external id")) for a in args])
+
+
+def _base(events: list[Any], idx: list[int], phase: str = "X") -> tuple[list[int], list[dict], dict[str, Any]]:
+    """Common columns of duration events; drops events of another phase."""
+    idx = [i for i in idx if events[i].get("ph") == phase]
+    evs = [events[i] for i in idx]
+    ts = col.us_to_ns(col.floats([e.get("ts") for e in evs]))
+    cols: dict[str, Any] = {
+        S.EVENT: np.array(idx, dtype=np.int64),
+        S.NAME: [n if isinstance(n, str) else str(n) for n in (e.get("name", "") for e in evs)],
+        S.PID: [str(e.get("pid", "")) for e in evs],
+        S.TID: [str(e.get("tid", "")) for e in evs],
+        S.TS: ts,
+    }
+    if phase == "X":
+        dur_us = col.floats([e.get("dur") for e in evs])
+        cols[S.DUR] = col.us_to_ns(dur_us)
+    return idx, evs, cols
+
+
+def gpu_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
+    idx = sorted(i for c in S.GPU_CATEGORIES for i in buckets.get(c, ()))
+    idx, evs, cols = _base(events, idx)
+    args = _args(evs)
+    cols[S.CAT] = [S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs]
+    cols[S.DEVICE] = col.ints([a.get("device") for a in args], default=0)
+    cols[S.STREAM] = col.ints([a.get("stream") for a in args])
+    cols[S.CORRELATION] = col.ints([a.get("correlation") for a in args])
+    cols[S.EXTERNAL_ID] = _external_ids(args)
+    grid = col.triples([a.get("grid") for a in args])
+    block = col.triples([a.get("block") for a in args])
+    cols[S.GRID_X], cols[S.GRID_Y], cols[S.GRID_Z] = grid[:, 0], grid[:, 1], grid[:, 2]
+    cols[S.BLOCK_X], cols[S.BLOCK_Y], cols[S.BLOCK_Z] = block[:, 0], block[:, 1], block[:, 2]
+    cols[S.REGISTERS] = col.ints([a.get("registers per thread") for a in args], default=0)
+    cols[S.SHARED_MEM] = col.ints([a.get("shared memory") for a in args], default=0)
+    cols[S.BYTES] = col.ints([a.get("bytes") for a in args], default=0)
+    cols[S.CUPTI_BLOCKS_PER_SM] = col.floats([a.get("blocks per SM") for a in args])
+    cols[S.CUPTI_WARPS_PER_SM] = col.floats([a.get("warps per SM") for a in args])
+    cols[S.CUPTI_OCCUPANCY] = col.floats([a.get("est. achieved occupancy %") for a in args])
+    return pd.DataFrame(cols)
+
+
+def op_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
+    idx = sorted(i for c in S.OP_CATEGORIES for i in buckets.get(c, ()))
+    idx, evs, cols = _base(events, idx)
+    args = _args(evs)
+    cols[S.CAT] = [S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs]
+    cols[S.EXTERNAL_ID] = _external_ids(args)
+    cols[S.SEQUENCE] = col.ints([a.get("Sequence number") for a in args])
+    cols[S.INPUT_DIMS] = [a.get("Input Dims") for a in args]
+    cols[S.INPUT_TYPES] = [a.get("Input type") for a in args]
+    return pd.DataFrame(cols)
+
+
+def call_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
+    idx = sorted(i for c in S.CALL_CATEGORIES for i in buckets.get(c, ()))
+    idx, evs, cols = _base(events, idx)
+    args = _args(evs)
+    cols[S.CAT] = [S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs]
+    cols[S.CORRELATION] = col.ints([a.get("correlation") for a in args])
+    cols[S.EXTERNAL_ID] = _external_ids(args)
+    cols[S.SYNC_KIND] = [S.SYNC_CALLS.get(n, "") for n in cols[S.NAME]]
+    return pd.DataFrame(cols)
+
+
+def sync_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
+    """``cuda_sync`` events (CUPTI synchronization records) on the GPU timeline."""
+    idx, evs, cols = _base(events, buckets.get(S.CAT_SYNC, []))
+    args = _args(evs)
+    cols[S.SYNC_KIND] = [str(a.get("cuda_sync_kind", "")) for a in args]
+    cols[S.STREAM] = col.ints([a.get("stream") for a in args])
+    cols[S.CORRELATION] = col.ints([a.get("correlation") for a in args])
+    return pd.DataFrame(cols)
+
+
+def annotation_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
+    """GPU-side annotations (``gpu_user_annotation``): spans over the kernels of a CPU annotation."""
+    idx, evs, cols = _base(events, buckets.get(S.CAT_GPU_ANNOTATION, []))
+    cols[S.EXTERNAL_ID] = _external_ids(_args(evs))
+    return pd.DataFrame(cols)
+
+
+def flow_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
+    parts = []
+    for cat in (S.CAT_FLOW_LAUNCH, S.CAT_FLOW_FWDBWD):
+        idx = [i for i in buckets.get(cat, ()) if events[i].get("ph") in ("s", "f", "t")]
+        evs = [events[i] for i in idx]
+        parts.append(pd.DataFrame({
+            S.EVENT: np.array(idx, dtype=np.int64),
+            S.CAT: cat,
+            S.PHASE: [e["ph"] for e in evs],
+            S.FLOW_ID: col.ints([e.get("id") for e in evs]),
+            S.PID: [str(e.get("pid", "")) for e in evs],
+            S.TID: [str(e.get("tid", "")) for e in evs],
+            S.TS: col.us_to_ns(col.floats([e.get("ts") for e in evs])),
+        }))
+    return pd.concat(parts, ignore_index=True)
+
+
+def memory_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
+    """``[memory]`` instant events: allocator deltas and totals per device."""
+    idx = [i for i in buckets.get("[memory]", ()) if events[i].get("ph") in ("i", "I")]
+    evs = [events[i] for i in idx]
+    args = _args(evs)
+    return pd.DataFrame({
+        S.EVENT: np.array(idx, dtype=np.int64),
+        S.TS: col.us_to_ns(col.floats([e.get("ts") for e in evs])),
+        "device_type": col.ints([a.get("Device Type") for a in args]),
+        "device_id": col.ints([a.get("Device Id") for a in args]),
+        "bytes": col.ints([a.get("Bytes") for a in args], default=0),
+        "total_allocated": col.ints([a.get("Total Allocated") for a in args]),
+        "total_reserved": col.ints([a.get("Total Reserved") for a in args]),
+    })

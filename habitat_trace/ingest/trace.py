@@ -1,0 +1,160 @@
+"""``load(path) -> Trace``: a Kineto trace as linked, typed tables, built once.
+
+The raw event list is kept (never mutated) so emit can write every original event with new times.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from habitat_trace.errors import TraceFormatError, UnsupportedTraceError
+from habitat_trace.ingest import classify, linking, reader, tables
+from habitat_trace.ingest import schema as S
+
+INT64_MIN = np.iinfo(np.int64).min
+
+
+@dataclass(frozen=True)
+class Trace:
+    path: Path
+    meta: dict[str, Any]  # top-level keys except traceEvents
+    devices: list[dict[str, Any]]  # deviceProperties
+    events: list[Any] = field(repr=False)  # raw traceEvents, read-only
+    gpu: pd.DataFrame = field(repr=False)  # kernels, copies, sets
+    ops: pd.DataFrame = field(repr=False)  # cpu_op + user_annotation
+    calls: pd.DataFrame = field(repr=False)  # cuda_runtime + cuda_driver
+    steps: pd.DataFrame = field(repr=False)
+    syncs: pd.DataFrame = field(repr=False)  # cuda_sync
+    gpu_annotations: pd.DataFrame = field(repr=False)
+    flows: pd.DataFrame = field(repr=False)
+    memory: pd.DataFrame = field(repr=False)
+
+    @property
+    def device_name(self) -> str | None:
+        """Name of the GPU most kernels ran on, from deviceProperties (None when absent)."""
+        if not self.devices:
+            return None
+        dev = int(self.gpu[S.DEVICE].mode().iloc[0]) if len(self.gpu) else 0
+        for d in self.devices:
+            if d.get("id") == dev:
+                return str(d.get("name"))
+        return str(self.devices[0].get("name"))
+
+    @property
+    def device_properties(self) -> dict[str, Any]:
+        name = self.device_name
+        return next((d for d in self.devices if str(d.get("name")) == name), {})
+
+    def op_chain(self, row: int) -> list[str]:
+        """Names of the ops that launched GPU event ``row``, innermost first."""
+        out = []
+        op = int(self.gpu[S.OP].iat[row])
+        parent = self.ops[S.PARENT].to_numpy()
+        names = self.ops[S.NAME].to_numpy()
+        while op != S.NONE:
+            out.append(str(names[op]))
+            op = int(parent[op])
+        return out
+
+
+def load(path: str | Path, require_gpu: bool = True) -> Trace:
+    path = Path(path)
+    doc = reader.read_document(path)
+    events = doc["traceEvents"]
+    meta = {k: v for k, v in doc.items() if k != "traceEvents"}
+    devices = meta.get("deviceProperties") or []
+    if not isinstance(devices, list):
+        devices = []
+    devices = [d for d in devices if isinstance(d, dict)]
+    buckets = tables.bucket_events(events)
+    _refuse_amd(path, devices, buckets, events)
+
+    gpu = tables.gpu_table(events, buckets)
+    ops = tables.op_table(events, buckets)
+    calls = tables.call_table(events, buckets)
+    for what, df in (("GPU event", gpu), ("CPU op", ops), ("runtime call", calls)):
+        _check_times(path, what, df, events)
+    if require_gpu and len(gpu) == 0:
+        raise UnsupportedTraceError(
+            f"{path}: no GPU kernels in this trace (CPU-only profile); record it with "
+            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a CUDA device"
+        )
+    trace = Trace(path=path, meta=meta, devices=devices, events=events, gpu=gpu, ops=ops, calls=calls,
+                  steps=pd.DataFrame(), syncs=tables.sync_table(events, buckets),
+                  gpu_annotations=tables.annotation_table(events, buckets),
+                  flows=tables.flow_table(events, buckets), memory=tables.memory_table(events, buckets))
+    return _link(trace)
+
+
+def _link(t: Trace) -> Trace:
+    ops, calls, gpu = t.ops, t.calls, t.gpu
+    parent, depth = linking.op_parents(ops)
+    ops[S.PARENT], ops[S.DEPTH] = parent, depth
+    steps = linking.step_table(ops)
+    is_step = np.zeros(len(ops), dtype=bool)
+    is_step[steps["op"].to_numpy()] = True
+    ops[S.ROOT_OP] = linking.root_ops(parent, is_step)
+    ops[S.END] = ops[S.TS] + ops[S.DUR]
+    ops[S.STEP] = linking.step_of(steps, ops[S.TS].to_numpy())
+
+    calls[S.END] = calls[S.TS] + calls[S.DUR]
+    calls[S.OP] = linking.enclosing_op(ops, parent, calls[S.PID], calls[S.TID], calls[S.TS].to_numpy())
+    calls[S.STEP] = linking.step_of(steps, calls[S.TS].to_numpy())
+
+    gpu[S.END] = gpu[S.TS] + gpu[S.DUR]
+    launch = linking.first_row_by_key(calls[S.CORRELATION].to_numpy(), gpu[S.CORRELATION].to_numpy())
+    has = launch != S.NONE
+    gpu[S.LAUNCH] = launch
+    safe = np.maximum(launch, 0)
+    gpu[S.LAUNCH_NAME] = np.where(has, calls[S.NAME].to_numpy()[safe] if len(calls) else "", "")
+    gpu[S.LAUNCH_TS] = np.where(has, calls[S.TS].to_numpy()[safe] if len(calls) else 0, S.NONE)
+    gpu[S.LAUNCH_DUR] = np.where(has, calls[S.DUR].to_numpy()[safe] if len(calls) else 0, S.NONE)
+    op = np.where(has, calls[S.OP].to_numpy()[safe] if len(calls) else S.NONE, S.NONE)
+    # no launch recorded (or launched outside any op): fall back to the External id
+    by_ext = linking.first_row_by_key(ops[S.EXTERNAL_ID].to_numpy(), gpu[S.EXTERNAL_ID].to_numpy())
+    op = np.where(op == S.NONE, by_ext, op)
+    gpu[S.OP] = op
+    names = ops[S.NAME].to_numpy(dtype=object)
+    gpu[S.OP_NAME] = np.where(op != S.NONE, names[np.maximum(op, 0)] if len(ops) else "", "")
+    root = np.where(op != S.NONE, ops[S.ROOT_OP].to_numpy()[np.maximum(op, 0)] if len(ops) else S.NONE, S.NONE)
+    gpu[S.ROOT_OP] = root
+    gpu[S.ROOT_OP_NAME] = np.where(root != S.NONE, names[np.maximum(root, 0)] if len(ops) else "", "")
+    # The step is where the work was launched: a kernel without a recorded launch (queued before
+    # the profiling window opened) takes its op's step; only a trace with no launches at all
+    # falls back to GPU time.
+    if has.any() or len(gpu) == 0:
+        step = linking.step_of(steps, gpu[S.LAUNCH_TS].to_numpy())
+        op_step = ops[S.STEP].to_numpy()[np.maximum(op, 0)] if len(ops) else np.full(len(gpu), S.NONE)
+        step = np.where(has, step, np.where(op != S.NONE, op_step, S.NONE))
+    else:
+        step = linking.step_of(steps, gpu[S.TS].to_numpy())
+    gpu[S.STEP] = step
+    gpu[S.KCLASS] = classify.classify(gpu[S.NAME], gpu[S.CAT], gpu[S.OP_NAME])
+    return Trace(path=t.path, meta=t.meta, devices=t.devices, events=t.events, gpu=gpu, ops=ops, calls=calls,
+                 steps=steps, syncs=t.syncs, gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory)
+
+
+def _check_times(path: Path, what: str, df: pd.DataFrame, events: list[Any]) -> None:
+    bad = (df[S.TS].to_numpy() == INT64_MIN) | (df[S.DUR].to_numpy() == INT64_MIN) | (df[S.DUR].to_numpy() < 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        ev = events[int(df[S.EVENT].iat[row])]
+        raise TraceFormatError(
+            f"{path}: {what} #{int(df[S.EVENT].iat[row])} {str(ev.get('name'))[:60]!r} has ts={ev.get('ts')!r} "
+            f"dur={ev.get('dur')!r}; every event needs a finite ts and dur >= 0: fix or drop it, or export again"
+        )
+
+
+def _refuse_amd(path: Path, devices: list[dict], buckets: dict[str, list[int]], events: list[Any]) -> None:
+    names = " ".join(str(d.get("name", "")) for d in devices)
+    calls = buckets.get(S.CAT_RUNTIME, [])[:50]
+    hip = any(str(events[i].get("name", "")).startswith("hip") for i in calls)
+    if hip or "AMD" in names or "Radeon" in names or "Instinct" in names:
+        raise UnsupportedTraceError(
+            f"{path}: AMD/ROCm trace ({names or 'hip runtime calls'}); habitat-trace models NVIDIA GPUs only "
+            "(CUDA occupancy and CUPTI launch parameters): record the workload on an NVIDIA GPU"
+        )

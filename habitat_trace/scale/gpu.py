@@ -1,0 +1,71 @@
+"""Frozen GPU descriptions: the contract between the catalog (specs.py, specs/gpus.toml) and the models.
+
+Units are in the field names. Tensor peaks are dense (no 2:4 sparsity), FP32-accumulate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+
+@dataclass(frozen=True)
+class OccupancyLimits:
+    """Per-compute-capability limits used by the CUDA occupancy rules (CUDA C++ Programming Guide,
+    'Technical Specifications per Compute Capability'; allocation units from cuda_occupancy.h)."""
+
+    compute_capability: str
+    warp_size: int
+    max_threads_per_block: int
+    max_threads_per_sm: int
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
+    registers_per_sm: int
+    max_registers_per_block: int
+    max_registers_per_thread: int
+    register_alloc_unit: int  # registers, allocated per warp
+    warp_alloc_granularity: int  # SM sub-partitions: warps per block round up to this
+    shared_mem_per_sm_bytes: int
+    shared_mem_carveout_kib: tuple[int, ...]
+    shared_mem_per_block_optin_bytes: int
+    shared_mem_alloc_unit_bytes: int
+    reserved_shared_mem_per_block_bytes: int  # 1 KiB from cc 8.0
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Price:
+    usd_per_hour: float  # per GPU
+    provider: str
+    date: str
+    source: str
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    name: str  # catalog name, e.g. "H100 SXM5 80GB"
+    architecture: str
+    compute_capability: str  # "9.0"
+    sms: int
+    boost_clock_mhz: float
+    memory_gib: float
+    memory_bandwidth_gbs: float  # 1e9 B/s
+    l2_cache_mib: float
+    fp32_tflops: float  # CUDA-core FP32 peak
+    tensor_tflops: Mapping[str, float]  # dense peaks by dtype: tf32, fp16, bf16, fp8 (absent: no tensor cores)
+    tdp_w: float
+    interconnect: str
+    source: str
+    occupancy: OccupancyLimits
+    price: Optional[Price] = None
+    device_names: tuple[str, ...] = ()  # names torch/Kineto report in deviceProperties
+    aliases: tuple[str, ...] = ()
+    base: Optional[str] = None  # catalog entry this one inherits from (what-if GPUs)
+    extra: Mapping[str, object] = field(default_factory=dict)  # other sourced fields (fp64, pcie, ...)
+
+    @property
+    def bandwidth_bytes_per_ns(self) -> float:
+        return self.memory_bandwidth_gbs  # 1e9 B/s == 1 B/ns
+
+    def tensor_peak_tflops(self, dtype: str) -> float:
+        """Dense tensor-core peak for ``dtype``; FP32 CUDA-core peak when the GPU has no tensor path."""
+        return float(self.tensor_tflops.get(dtype, self.fp32_tflops))
