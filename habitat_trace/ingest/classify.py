@@ -23,7 +23,7 @@ NAME_RULES: tuple[tuple[str, str], ...] = (
     (RNN, r"lstm|rnn|gru_cell|elemWiseRNN"),
     (GEMM, r"gemm|cutlass|cublas|nvjet|xmma|matmul|wgmma|splitKreduce"),
     (TRITON, r"^triton_"),
-    (OPTIMIZER, r"multi_tensor_apply|fused_adam|adam|_foreach|sgd|lamb"),
+    (OPTIMIZER, r"multi_tensor_apply|fused_adam|_adam|adam_|_foreach|sgd_|_sgd|\blamb_"),
     (NORM, r"layer_norm|layernorm|batch_norm|batchnorm|bn_fw|bn_bw|group_norm|rms_?norm|welford"),
     (SOFTMAX, r"softmax"),
     (EMBEDDING, r"embedding|index_select|indexSelect|gather|scatter|index_put|take_along"),

@@ -80,6 +80,7 @@ PARENT = "parent"
 DEPTH = "depth"
 INPUT_DIMS = "input_dims"
 INPUT_TYPES = "input_types"
+CONCRETE_INPUTS = "concrete_inputs"  # scalar arguments as strings (stride, padding, is_causal, ...)
 SEQUENCE = "sequence"  # autograd "Sequence number"
 
 # --- runtime / driver calls ---

@@ -100,6 +100,7 @@ def op_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     cols[S.SEQUENCE] = col.ints([a.get("Sequence number") for a in args])
     cols[S.INPUT_DIMS] = [a.get("Input Dims") for a in args]
     cols[S.INPUT_TYPES] = [a.get("Input type") for a in args]
+    cols[S.CONCRETE_INPUTS] = [a.get("Concrete Inputs") for a in args]
     return pd.DataFrame(cols)
 
 

@@ -1,0 +1,187 @@
+"""FLOPs and DRAM bytes of an op from the shapes, dtypes and scalar arguments Kineto recorded.
+
+Kineto records no hardware counters, so the memory/compute balance (γ) of a kernel comes from its
+op's cost: GEMMs (2·M·N·K), convolutions (2·N·O·spatial_out·C/g·kernel per pass), attention
+(FlashAttention's 4·B·H·L·S·D forward, 2.5x that backward; halved when causal), and for everything
+else bytes = inputs + output, FLOPs ≈ elements. Returns NaN where the shapes were not recorded.
+"""
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+from typing import Any, Optional, Sequence
+
+DTYPE_BYTES = {
+    "float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "long int": 8, "int": 4, "short int": 2,
+    "bool": 1, "unsigned char": 1, "signed char": 1, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
+    "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1, "c10::complex<float>": 8,
+}
+DTYPE_NAME = {"float": "fp32", "double": "fp64", "c10::BFloat16": "bf16", "c10::Half": "fp16",
+              "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8"}
+
+GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
+            "aten::_scaled_mm", "aten::addmv", "aten::mv", "aten::addbmm"}
+# index of is_causal among each attention op's arguments (ATen native_functions.yaml signatures)
+ATTENTION_CAUSAL_ARG = {
+    "aten::scaled_dot_product_attention": 5,
+    "aten::_scaled_dot_product_flash_attention": 4,
+    "aten::_scaled_dot_product_efficient_attention": 6,
+    "aten::_scaled_dot_product_cudnn_attention": 6,
+    "aten::_flash_attention_forward": 8,
+    "aten::_cudnn_attention_forward": 10,
+    "aten::_scaled_dot_product_flash_attention_backward": 11,
+    "aten::_flash_attention_backward": 11,
+    "aten::_scaled_dot_product_cudnn_attention_backward": 14,
+    "aten::_cudnn_attention_backward": 14,
+    "aten::_scaled_dot_product_efficient_attention_backward": 13,
+}
+BACKWARD_ATTENTION_FACTOR = 2.5  # FlashAttention-2 paper (Dao 2023), sec. 4: backward ≈ 2.5x forward FLOPs
+_INTS = re.compile(r"-?\d+")
+
+
+def op_cost(name: str, dims: Any, types: Any, concrete: Any) -> tuple[float, float, str]:
+    """(flops, bytes, compute dtype) of one op; NaN flops/bytes when the shapes are unknown."""
+    key = (name, _freeze(dims), _freeze(types), _freeze(concrete))
+    return _op_cost(*key)
+
+
+@lru_cache(maxsize=65536)
+def _op_cost(name: str, dims: tuple, types: tuple, concrete: tuple) -> tuple[float, float, str]:
+    dtype = _compute_dtype(types)
+    if not dims or not any(_is_shape(d) and d for d in dims):
+        return math.nan, math.nan, dtype
+    io = _io_bytes(name, dims, types)
+    if name in GEMM_OPS:
+        flops = _gemm_flops(name, dims)
+    elif "convolution" in name or name.startswith("aten::conv"):
+        flops = _conv_flops(name, dims, concrete)
+    elif name in ATTENTION_CAUSAL_ARG or "attention" in name:
+        flops = _attention_flops(name, dims, concrete)
+    else:
+        flops = float(max((_numel(d) for d in dims if _is_shape(d)), default=0))
+    return flops, io, dtype
+
+
+def _gemm_flops(name: str, dims: tuple) -> float:
+    shapes = [d for d in dims if _is_shape(d) and len(d) >= 1]
+    mats = [d for d in shapes if len(d) >= 2]
+    if name == "aten::linear" and len(mats) >= 2:
+        x, w = mats[0], mats[1]
+        return 2.0 * _numel(x[:-1]) * x[-1] * w[0]
+    if len(mats) >= 2:
+        a, b = mats[-2], mats[-1]  # bias (if any) comes first in addmm/baddbmm
+        batch = max(_numel(a[:-2]), _numel(b[:-2]))
+        return 2.0 * batch * a[-2] * a[-1] * b[-1]
+    if len(shapes) >= 2:  # mv / dot
+        return 2.0 * _numel(shapes[0])
+    return math.nan
+
+
+def _conv_flops(name: str, dims: tuple, concrete: tuple) -> float:
+    shapes = [d for d in dims if _is_shape(d)]
+    if len(shapes) < 2 or len(shapes[0]) < 3:
+        return math.nan
+    if name == "aten::convolution_backward":  # (grad_output, input, weight, ..., output_mask)
+        gout, weight = shapes[0], shapes[2] if len(shapes) > 2 else shapes[1]
+        mask = _ints(concrete[-1]) if concrete else []
+        passes = sum(1 for m in str(concrete[-1]).split(",") if "True" in m) if concrete else 2
+        del mask
+        return 2.0 * max(passes, 1) * gout[0] * gout[1] * _numel(gout[2:]) * _numel(weight[1:])
+    x, w = shapes[0], shapes[1]
+    if "transpose" in name:  # weight [C_in, O/g, k...]: every input pixel scatters O/g·k outputs
+        return 2.0 * x[0] * x[1] * _numel(x[2:]) * _numel(w[1:])
+    stride = _conv_arg(name, concrete, "stride", len(x) - 2)
+    out_spatial = [max(1, math.ceil(h / s)) for h, s in zip(x[2:], stride)]
+    return 2.0 * x[0] * w[0] * _numel(out_spatial) * _numel(w[1:])
+
+
+def _conv_arg(name: str, concrete: tuple, what: str, nd: int) -> list[int]:
+    # argument positions: cudnn_convolution(self, weight, padding, stride, ...);
+    # convolution/_convolution/conv2d(input, weight, bias, stride, padding, ...)
+    pos = {"aten::cudnn_convolution": 3, "aten::mkldnn_convolution": 4}.get(name, 3)
+    vals = _ints(concrete[pos]) if len(concrete) > pos else []
+    return vals if len(vals) == nd and all(v > 0 for v in vals) else [1] * nd
+
+
+def _attention_flops(name: str, dims: tuple, concrete: tuple) -> float:
+    shapes = [d for d in dims if _is_shape(d) and len(d) == 4]
+    backward = "backward" in name
+    if backward and len(shapes) >= 4:
+        q, k, v = shapes[1], shapes[2], shapes[3]
+    elif len(shapes) >= 3:
+        q, k, v = shapes[0], shapes[1], shapes[2]
+    else:
+        return math.nan
+    b, h, lq, d = q
+    flops = 2.0 * b * h * lq * k[2] * (d + v[3])
+    idx = ATTENTION_CAUSAL_ARG.get(name)
+    if idx is not None and len(concrete) > idx and str(concrete[idx]) == "True":
+        flops /= 2
+    return flops * (BACKWARD_ATTENTION_FACTOR if backward else 1.0)
+
+
+def _io_bytes(name: str, dims: tuple, types: tuple) -> float:
+    sizes = []
+    for d, t in zip(dims, types):
+        elt = DTYPE_BYTES.get(str(t), 0)
+        if elt and _is_shape(d):
+            sizes.append(_numel(d) * elt)
+        elif str(t) == "TensorList" and isinstance(d, tuple):
+            sizes.extend(_numel(x) * 4 for x in d if _is_shape(x))
+    if not sizes:
+        return math.nan
+    out = 0 if name.endswith("_") else max(sizes)  # in-place ops write an input
+    if name in GEMM_OPS:
+        out = _gemm_out_bytes(dims, types)
+    return float(sum(sizes) + out)
+
+
+def _gemm_out_bytes(dims: tuple, types: tuple) -> float:
+    mats = [d for d in dims if _is_shape(d) and len(d) >= 2]
+    elt = next((DTYPE_BYTES[str(t)] for t in types if str(t) in DTYPE_BYTES), 4)
+    if len(mats) < 2:
+        return 0.0
+    a, b = mats[-2], mats[-1]
+    return float(max(_numel(a[:-2]), _numel(b[:-2])) * a[-2] * b[-1] * elt)
+
+
+def _compute_dtype(types: tuple) -> str:
+    for t in types:
+        if str(t) in DTYPE_NAME:
+            return DTYPE_NAME[str(t)]
+    return "fp32"
+
+
+def _is_shape(d: Any) -> bool:
+    return isinstance(d, tuple) and all(isinstance(x, int) for x in d)
+
+
+def _numel(d: Sequence[int]) -> int:
+    n = 1
+    for x in d:
+        n *= max(int(x), 0)
+    return n
+
+
+def _ints(s: Any) -> list[int]:
+    return [int(x) for x in _INTS.findall(str(s))]
+
+
+def _freeze(x: Any) -> Any:
+    if isinstance(x, list):
+        return tuple(_freeze(v) for v in x)
+    return x if x is None or isinstance(x, (int, float, str, bool)) else str(x)
+
+
+def tensor_dtype_from_kernel(name: str) -> Optional[str]:
+    """Tensor-core dtype a library kernel runs, from its name (cuBLAS/cuDNN/CUTLASS naming)."""
+    n = name.lower()
+    if "simt" in n or ("sgemm" in n and "tensorop" not in n) or "fp32_" in n and "tf32" not in n:
+        return None
+    for tag, dt in (("e4m3", "fp8"), ("e5m2", "fp8"), ("fp8", "fp8"), ("bf16", "bf16"), ("tf32", "tf32"),
+                    ("s1688", "tf32"), ("s16816", "tf32"), ("f16", "fp16"), ("h1688", "fp16"), ("h16816", "fp16"),
+                    ("hmma", "fp16"), ("tensorop", "fp16")):
+        if tag in n:
+            return dt
+    return None
