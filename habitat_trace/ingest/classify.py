@@ -19,7 +19,8 @@ LIBRARY_CLASSES = (GEMM, CONV, ATTENTION, RNN)  # cuBLAS/cuDNN/flash pick differ
 NAME_RULES: tuple[tuple[str, str], ...] = (
     (NCCL, r"^nccl|ncclDevKernel|ncclKernel"),
     (ATTENTION, r"flash|fmha|attention|attn_|sdpa"),
-    (CONV, r"fprop|dgrad|wgrad|conv|winograd|implicit_convolve|cudnn::.*(?:fft|convolve)|nchwToNhwc|nhwcToNchw"),
+    (COPY, r"nchwToNhwc|nhwcToNchw|transpose_readWrite|permute|transpose"),  # layout transforms stream memory
+    (CONV, r"fprop|dgrad|wgrad|conv|winograd|implicit_convolve|cudnn::.*(?:fft|convolve)"),
     (RNN, r"lstm|rnn|gru_cell|elemWiseRNN"),
     (GEMM, r"gemm|cutlass|cublas|nvjet|xmma|matmul|wgmma|splitKreduce"),
     (TRITON, r"^triton_"),

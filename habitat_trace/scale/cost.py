@@ -66,11 +66,12 @@ def _op_cost(name: str, dims: tuple, types: tuple, concrete: tuple) -> tuple[flo
 def _gemm_flops(name: str, dims: tuple) -> float:
     shapes = [d for d in dims if _is_shape(d) and len(d) >= 1]
     mats = [d for d in shapes if len(d) >= 2]
-    if name == "aten::linear" and len(mats) >= 2:
+    if name == "aten::linear" and len(mats) >= 2:  # linear(input [..., K], weight [N, K], bias)
         x, w = mats[0], mats[1]
         return 2.0 * _numel(x[:-1]) * x[-1] * w[0]
-    if len(mats) >= 2:
-        a, b = mats[-2], mats[-1]  # bias (if any) comes first in addmm/baddbmm
+    a_b = _gemm_operands(name, dims)
+    if a_b is not None:
+        a, b = a_b
         batch = max(_numel(a[:-2]), _numel(b[:-2]))
         return 2.0 * batch * a[-2] * a[-1] * b[-1]
     if len(shapes) >= 2:  # mv / dot
@@ -133,16 +134,26 @@ def _io_bytes(name: str, dims: tuple, types: tuple) -> float:
         return math.nan
     out = 0 if name.endswith("_") else max(sizes)  # in-place ops write an input
     if name in GEMM_OPS:
-        out = _gemm_out_bytes(dims, types)
+        out = _gemm_out_bytes(name, dims, types)
     return float(sum(sizes) + out)
 
 
-def _gemm_out_bytes(dims: tuple, types: tuple) -> float:
-    mats = [d for d in dims if _is_shape(d) and len(d) >= 2]
+def _gemm_operands(name: str, dims: tuple) -> Optional[tuple[tuple, tuple]]:
+    """The two matrix operands: after the bias of addmm/baddbmm/addbmm, before an ``out=`` tensor."""
+    shapes = [d for d in dims if _is_shape(d)]
+    if name in ("aten::addmm", "aten::baddbmm", "aten::addbmm"):
+        shapes = shapes[1:]
+    if len(shapes) < 2 or len(shapes[0]) < 2 or len(shapes[1]) < 2:
+        return None
+    return shapes[0], shapes[1]
+
+
+def _gemm_out_bytes(name: str, dims: tuple, types: tuple) -> float:
     elt = next((DTYPE_BYTES[str(t)] for t in types if str(t) in DTYPE_BYTES), 4)
-    if len(mats) < 2:
+    a_b = _gemm_operands(name, dims)
+    if a_b is None:
         return 0.0
-    a, b = mats[-2], mats[-1]
+    a, b = a_b
     return float(max(_numel(a[:-2]), _numel(b[:-2])) * a[-2] * b[-1] * elt)
 
 
@@ -174,14 +185,21 @@ def _freeze(x: Any) -> Any:
     return x if x is None or isinstance(x, (int, float, str, bool)) else str(x)
 
 
-def tensor_dtype_from_kernel(name: str) -> Optional[str]:
-    """Tensor-core dtype a library kernel runs, from its name (cuBLAS/cuDNN/CUTLASS naming)."""
+SIMT_TAGS = ("simt", "sgemm", "ffma", "f32f32_f32f32_f32", "dgemm", "wgrad_alg0", "implicit_convolve")
+
+
+def tensor_dtype_from_kernel(name: str, op_dtype: str = "fp32") -> Optional[str]:
+    """Tensor-core dtype a library kernel runs, from its name (cuBLAS nvjet/xmma, cuDNN, CUTLASS naming);
+    None for CUDA-core (SIMT) kernels. An unrecognised fp32 library kernel is taken as TF32 only when
+    its name says so."""
     n = name.lower()
-    if "simt" in n or ("sgemm" in n and "tensorop" not in n) or "fp32_" in n and "tf32" not in n:
+    if n.startswith("nvjet"):  # cuBLAS's tensor-core JIT kernels; the name does not spell the input type
+        return op_dtype if op_dtype in ("bf16", "fp16", "fp8") else "tf32"
+    if any(tag in n for tag in SIMT_TAGS) and "tf32" not in n:
         return None
     for tag, dt in (("e4m3", "fp8"), ("e5m2", "fp8"), ("fp8", "fp8"), ("bf16", "bf16"), ("tf32", "tf32"),
                     ("s1688", "tf32"), ("s16816", "tf32"), ("f16", "fp16"), ("h1688", "fp16"), ("h16816", "fp16"),
                     ("hmma", "fp16"), ("tensorop", "fp16")):
         if tag in n:
             return dt
-    return None
+    return op_dtype if op_dtype in ("bf16", "fp16", "fp8") else None

@@ -1,0 +1,160 @@
+"""``predict(trace, origin, target) -> Prediction``: a duration and a method for every GPU event.
+
+Pure function of the ingest tables and two GpuSpecs; reads no JSON, writes nothing.
+Methods: identity (same GPU), copy (memcpy/memset), wave (kernels with launch parameters),
+roofline-op (library GEMM/conv/attention/RNN kernels: wave law, then bounded below by the target's
+roofline for the op's FLOPs and bytes), fallback (no launch parameters: class-level rule).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from habitat_trace.ingest import classify as K
+from habitat_trace.ingest import schema as S
+from habitat_trace.scale import occupancy, wave
+from habitat_trace.scale.cost import op_cost, tensor_dtype_from_kernel
+from habitat_trace.scale.gpu import GpuSpec
+from habitat_trace.scale.prediction import COPY, FALLBACK, IDENTITY, ROOFLINE_OP, WAVE, Prediction
+
+# γ when an op's shapes were not recorded (no record_shapes, TensorList arguments): streaming kernels
+# are mostly bandwidth-bound, library kernels mostly not. Assumptions, not fits: see README "Method".
+STREAMING_GAMMA_WITHOUT_SHAPES = 0.8
+LIBRARY_GAMMA_WITHOUT_SHAPES = 0.2
+
+
+def same_gpu(a: GpuSpec, b: GpuSpec) -> bool:
+    return replace(a, name="", aliases=(), device_names=(), source="", base=None, price=None) == \
+        replace(b, name="", aliases=(), device_names=(), source="", base=None, price=None)
+
+
+def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
+    g = trace.gpu
+    t_o = g[S.DUR].to_numpy().astype(np.float64)
+    n = len(g)
+    if same_gpu(origin, target):
+        return Prediction(origin, target, np.maximum(g[S.DUR].to_numpy(), 1), np.full(n, IDENTITY, dtype=object),
+                          np.full(n, "", dtype=object))
+    facts = _kernel_facts(trace, origin, target)
+    method = np.full(n, WAVE, dtype=object)
+    reason = np.full(n, "", dtype=object)
+    kclass = g[S.KCLASS].to_numpy()
+    library = np.isin(kclass, K.LIBRARY_CLASSES)
+    method[library] = ROOFLINE_OP
+    no_params = ~facts["has_params"]
+    method[no_params] = FALLBACK
+    reason[no_params] = "no launch parameters (grid/block) in the trace: SM-count ratio assumed"
+    is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
+    method[is_copy] = COPY
+
+    f_mem = facts["bw_origin"] / facts["bw_target"]
+    f_comp = wave.wave_factor(facts["waves_origin"], facts["waves_target"]) * facts["rate_ratio"]
+    t_t = wave.combine(t_o, facts["gamma"], f_mem, f_comp)
+    # copies: device-side ones move at the achievable DRAM bandwidth; host copies cross PCIe/NVLink-C2C,
+    # which the catalog does not model per direction, so they keep their time.
+    host_copy = is_copy & g[S.NAME].str.contains("HtoD|DtoH|HtoH|PtoP", regex=True).to_numpy()
+    t_t = np.where(is_copy, t_o * f_mem, t_t)
+    t_t = np.where(host_copy, t_o, t_t)
+    reason[host_copy] = "host copy: link bandwidth not modelled, origin time kept"
+    # roofline floor for library kernels whose op cost is known: never faster than physics
+    floor = facts["roofline_floor_ns"]
+    bounded = library & np.isfinite(floor)
+    t_t = np.where(bounded, np.maximum(t_t, floor), t_t)
+    dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
+    return Prediction(origin, target, dur, method, reason, warnings=_warnings(no_params, is_copy))
+
+
+def _warnings(no_params: np.ndarray, is_copy: np.ndarray) -> tuple[str, ...]:
+    k = int((no_params & ~is_copy).sum())
+    return (f"{k} kernels have no launch parameters; scaled by the SM-count ratio (method 'fallback')",) if k else ()
+
+
+def _kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarray]:
+    g = trace.gpu
+    blocks = (g[S.GRID_X] * g[S.GRID_Y] * g[S.GRID_Z]).to_numpy().astype(np.float64)
+    threads = (g[S.BLOCK_X] * g[S.BLOCK_Y] * g[S.BLOCK_Z]).to_numpy()
+    has_params = (blocks > 0) & (threads > 0)
+    thr = np.where(has_params, threads, 1)
+    regs, smem = g[S.REGISTERS].to_numpy(), g[S.SHARED_MEM].to_numpy()
+    bps_o = np.maximum(occupancy.blocks_per_sm(thr, regs, smem, origin.occupancy), 1)
+    bps_t = np.maximum(occupancy.blocks_per_sm(thr, regs, _fit_smem(smem, target), target.occupancy), 1)
+    # without launch parameters assume a kernel that fills many waves (pure SM-count scaling)
+    blocks = np.where(has_params, blocks, 1e6)
+    w_o = occupancy.waves(blocks, bps_o, origin.sms)
+    w_t = occupancy.waves(blocks, bps_t, target.sms)
+    bw_o = wave.achievable_bandwidth_gbs(origin.sms, origin.boost_clock_mhz, origin.memory_bandwidth_gbs,
+                                         np.minimum(w_o, 1.0))
+    bw_t = wave.achievable_bandwidth_gbs(target.sms, target.boost_clock_mhz, target.memory_bandwidth_gbs,
+                                         np.minimum(w_t, 1.0))
+    flops, nbytes, pipe = _costs(trace)
+    peak_o = np.array([_peak(origin, p) for p in pipe])
+    peak_t = np.array([_peak(target, p) for p in pipe])
+    rate_ratio = (peak_o / origin.sms) / (peak_t / target.sms)
+    gamma = _gamma(g, nbytes, bw_o)
+    # lower bound on the target for the op's share of work: FLOPs at peak, bytes at DRAM bandwidth
+    share = _time_share_in_op(g)
+    floor = share * np.maximum(flops / (peak_t * 1e3), nbytes / (wave.ACHIEVABLE_BANDWIDTH_FRACTION
+                                                                   * target.memory_bandwidth_gbs))
+    return {"has_params": has_params, "waves_origin": w_o, "waves_target": w_t, "bw_origin": bw_o,
+            "bw_target": bw_t, "rate_ratio": rate_ratio, "gamma": gamma, "roofline_floor_ns": floor}
+
+
+def _fit_smem(smem: np.ndarray, target: GpuSpec) -> np.ndarray:
+    # a kernel compiled for a bigger SM is rebuilt with tiles that fit the target's opt-in limit
+    return np.minimum(smem, target.occupancy.shared_mem_per_block_optin_bytes)
+
+
+def _peak(spec: GpuSpec, pipe: str) -> float:
+    return spec.fp32_tflops if pipe == "fp32" else spec.tensor_peak_tflops(pipe)
+
+
+def _costs(trace) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Per GPU event: its op's FLOPs and bytes (NaN unknown) and the pipe (tensor dtype or fp32)."""
+    g, ops = trace.gpu, trace.ops
+    op = g[S.OP].to_numpy()
+    cache: dict[int, tuple[float, float, str]] = {}
+    for o in np.unique(op[op >= 0]).tolist():
+        cache[o] = op_cost(str(ops[S.NAME].iat[o]), ops[S.INPUT_DIMS].iat[o], ops[S.INPUT_TYPES].iat[o],
+                           ops[S.CONCRETE_INPUTS].iat[o] if S.CONCRETE_INPUTS in ops else None)
+    unknown = (np.nan, np.nan, "fp32")
+    costs = [cache.get(o, unknown) for o in op.tolist()]
+    flops = np.array([c[0] for c in costs], dtype=np.float64)
+    nbytes = np.array([c[1] for c in costs], dtype=np.float64)
+    pipes = []
+    library = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES)
+    for (_, _, dtype), name, lib in zip(costs, g[S.NAME].tolist(), library.tolist()):
+        if not lib:
+            pipes.append("fp32")
+            continue
+        pipes.append(tensor_dtype_from_kernel(name, dtype) or "fp32")
+    return flops, nbytes, pipes
+
+
+def _gamma(g: pd.DataFrame, nbytes: np.ndarray, bw_origin: np.ndarray) -> np.ndarray:
+    """Share of a kernel's origin time the DRAM was busy: its share of the op's bytes over what the
+    achievable bandwidth moves in that time (the 'achieved throughput against the roofline').
+    A streaming kernel that reaches only half the bandwidth is half latency/issue-bound, and that
+    half scales with the SM side, not with bandwidth. Class defaults where the shapes are unknown."""
+    share = _time_share_in_op(g, library_only=False)
+    t = np.maximum(g[S.DUR].to_numpy(), 1).astype(np.float64)
+    used = share * nbytes / (t * bw_origin)  # bytes / (ns * GB/s) = bytes / (ns * B/ns)
+    kclass = g[S.KCLASS].to_numpy()
+    library = np.isin(kclass, K.LIBRARY_CLASSES)
+    default = np.where(library, LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_GAMMA_WITHOUT_SHAPES)
+    # a helper kernel of a library op (layout transform, bias, cast) moves tensors the op's byte
+    # count does not see (the library kernel re-reads them): it takes the streaming default
+    op_cls = pd.Series(library).groupby(g[S.OP].to_numpy()).transform("any").to_numpy()
+    helper = op_cls & ~library & (g[S.OP].to_numpy() >= 0)
+    used = np.where(helper, np.nan, used)
+    return np.where(np.isfinite(used), np.clip(used, 0.0, 1.0), default)
+
+
+def _time_share_in_op(g: pd.DataFrame, library_only: bool = True) -> np.ndarray:
+    """Fraction of its op's (library-)kernel time each kernel took on the origin (splits the op's cost)."""
+    lib = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES) | (not library_only)
+    dur = np.where(lib, g[S.DUR].to_numpy(), 0).astype(np.float64)
+    key = g[S.OP].to_numpy()
+    total = pd.Series(dur).groupby(key).transform("sum").to_numpy()
+    return np.where(total > 0, dur / np.maximum(total, 1), 0.0)
