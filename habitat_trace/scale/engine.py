@@ -23,6 +23,9 @@ from habitat_trace.scale.prediction import COPY, FALLBACK, IDENTITY, ROOFLINE_OP
 # are mostly bandwidth-bound, library kernels mostly not. Assumptions, not fits: see README "Method".
 STREAMING_GAMMA_WITHOUT_SHAPES = 0.8
 LIBRARY_GAMMA_WITHOUT_SHAPES = 0.2
+# Kernels that schedule their tiles over the SMs they get (cuBLAS nvjet, CUTLASS persistent /
+# warp-specialized / stream-K, Triton persistent matmuls): fractional waves.
+PERSISTENT_KERNELS = r"(?i)nvjet|persistent|warpspecialized|stream_?k|_coop"
 
 
 def same_gpu(a: GpuSpec, b: GpuSpec) -> bool:
@@ -50,7 +53,8 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
     method[is_copy] = COPY
 
     f_mem = facts["bw_origin"] / facts["bw_target"]
-    f_comp = wave.wave_factor(facts["waves_origin"], facts["waves_target"]) * facts["rate_ratio"]
+    persistent = g[S.NAME].str.contains(PERSISTENT_KERNELS, regex=True).to_numpy()
+    f_comp = wave.wave_factor(facts["waves_origin"], facts["waves_target"], persistent) * facts["rate_ratio"]
     t_t = wave.combine(t_o, facts["gamma"], f_mem, f_comp)
     # copies: device-side ones move at the achievable DRAM bandwidth; host copies cross PCIe/NVLink-C2C,
     # which the catalog does not model per direction, so they keep their time.

@@ -40,9 +40,13 @@ def achievable_bandwidth_gbs(sms: float, clock_mhz: float, bandwidth_gbs: float,
     return (dram ** -SMOOTHMIN_P + sm_side ** -SMOOTHMIN_P) ** (-1.0 / SMOOTHMIN_P)
 
 
-def wave_factor(waves_origin: np.ndarray, waves_target: np.ndarray) -> np.ndarray:
-    """Ratio of wave counts, fractional above one wave, one wave at least (see module doc)."""
-    return np.maximum(waves_target, 1.0) / np.maximum(waves_origin, 1.0)
+def wave_factor(waves_origin: np.ndarray, waves_target: np.ndarray, persistent: np.ndarray) -> np.ndarray:
+    """Ratio of wave counts, one wave at least. Statically scheduled grids pay for a partial last
+    wave as for a full one (ceil, as Habitat); persistent kernels with a tile scheduler spread the
+    tiles over the SMs they get, so their waves are fractional (see module doc)."""
+    w_o = np.where(persistent, waves_origin, np.ceil(waves_origin - 1e-9))
+    w_t = np.where(persistent, waves_target, np.ceil(waves_target - 1e-9))
+    return np.maximum(w_t, 1.0) / np.maximum(w_o, 1.0)
 
 
 def roofline_gamma(intensity: np.ndarray, ridge: np.ndarray) -> np.ndarray:
