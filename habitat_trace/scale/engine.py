@@ -99,10 +99,20 @@ def _kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarr
     gamma = _gamma(g, nbytes, bw_o)
     # lower bound on the target for the op's share of work: FLOPs at peak, bytes at DRAM bandwidth
     share = _time_share_in_op(g)
-    floor = share * np.maximum(flops / (peak_t * 1e3), nbytes / (wave.ACHIEVABLE_BANDWIDTH_FRACTION
-                                                                   * target.memory_bandwidth_gbs))
+    floor_t = share * _roofline_ns(flops, nbytes, peak_t, target)
+    floor_o = share * _roofline_ns(flops, nbytes, peak_o, origin)
+    # where the origin ran faster than its own roofline estimate, the estimate is off (wrong shapes or
+    # dtype): no bound then
+    t_o = g[S.DUR].to_numpy().astype(np.float64)
+    floor = np.where(t_o >= floor_o, floor_t, np.nan)
     return {"has_params": has_params, "waves_origin": w_o, "waves_target": w_t, "bw_origin": bw_o,
             "bw_target": bw_t, "rate_ratio": rate_ratio, "gamma": gamma, "roofline_floor_ns": floor}
+
+
+def _roofline_ns(flops: np.ndarray, nbytes: np.ndarray, peak_tflops: np.ndarray, spec: GpuSpec) -> np.ndarray:
+    """Roofline time in ns: FLOPs at the pipe's peak or bytes at the achievable DRAM bandwidth."""
+    bw = wave.ACHIEVABLE_BANDWIDTH_FRACTION * spec.memory_bandwidth_gbs
+    return np.maximum(flops / (peak_tflops * 1e3), nbytes / bw)
 
 
 def _fit_smem(smem: np.ndarray, target: GpuSpec) -> np.ndarray:
