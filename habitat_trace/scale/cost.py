@@ -188,6 +188,7 @@ def _freeze(x: Any) -> Any:
 SIMT_TAGS = ("simt", "sgemm", "ffma", "f32f32_f32f32_f32", "dgemm", "wgrad_alg0", "implicit_convolve")
 
 
+@lru_cache(maxsize=16384)
 def tensor_dtype_from_kernel(name: str, op_dtype: str = "fp32") -> Optional[str]:
     """Tensor-core dtype a library kernel runs, from its name (cuBLAS nvjet/xmma, cuDNN, CUTLASS naming);
     None for CUDA-core (SIMT) kernels. An unrecognised fp32 library kernel is taken as TF32 only when
