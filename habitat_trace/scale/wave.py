@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-# Measured on an H100 SXM and an H200 (benchmarks/results/bandwidth_vs_sms_*.json, 2026-11-22):
+# Measured on an H100 SXM (benchmarks/results/bandwidth_vs_sms_h100.json, 2026-11-22) and an H200
+# (shared/reference/measured_devices.md):
 # a 1 GiB device copy reaches 2947 GB/s of 3350 (0.88) and 4300 of 4800 (0.90).
 ACHIEVABLE_BANDWIDTH_FRACTION = 0.89
 # Same runs, green contexts: copy moves ~40 B/clk per SM and a 3-operand add ~60 B/clk per SM
