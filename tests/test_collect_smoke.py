@@ -1,0 +1,46 @@
+"""CPU smoke test of benchmarks/collect: every workload builds and runs one tiny training step.
+
+Runs the collector's --dry-run in a subprocess (it puts its own folder on sys.path) and reads smoke.jsonl.
+torchvision-based workloads may be skipped where torchvision is not installed; nothing may fail.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytest.importorskip("torch")
+
+SCRIPT = ROOT / "benchmarks" / "collect" / "collect_traces.py"
+TORCHVISION_WORKLOADS = {"vit_l16_b16_amp", "resnet152_b32_cl_amp"}
+
+
+def _listed() -> list[str]:
+    out = subprocess.run([sys.executable, str(SCRIPT), "--list", "--out", "unused"], check=True,
+                         capture_output=True, text=True).stdout
+    return out.split()
+
+
+def test_dry_run_builds_and_steps_every_workload(tmp_path) -> None:
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    rows = [json.loads(line) for line in (tmp_path / "smoke.jsonl").read_text().splitlines()]
+    by_name = {r["workload"]: r for r in rows}
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert set(by_name) == set(_listed())
+    assert len(by_name) >= 10
+    for name, r in by_name.items():
+        if r["status"] == "skipped":
+            assert name in TORCHVISION_WORKLOADS and "torchvision" in r["reason"], r
+        else:
+            assert r["status"] == "ok", r
+
+
+def test_unknown_workload_is_refused(tmp_path) -> None:
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--only", "nope", "--out", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "unknown workload" in proc.stderr
