@@ -121,7 +121,9 @@ def green_stream(sms: int) -> contextlib.AbstractContextManager[Any]:
     from torch.cuda import green_contexts as gcm
     torch.zeros(1, device="cuda")  # create the primary context first
     gc = gcm.GreenContext.create(sms, 0) if hasattr(gcm.GreenContext, "create") else gcm.GreenContext(num_sms=sms)
-    return torch.cuda.stream(gc.Stream())
+    ctx = torch.cuda.stream(gc.Stream())
+    ctx.green_context = gc  # the context dies with its last reference: keep it as long as the stream is used
+    return ctx
 
 
 def device_info() -> dict[str, Any]:
