@@ -5,7 +5,7 @@ workload on the target.
     python benchmarks/accuracy.py [--shared ../shared] [--out benchmarks/results]
 
 Pairs: H100 -> H200 and H200 -> H100 (cross-GPU; compare GPU time only, the hosts differ), and
-132 -> 64 SMs on each host (SM-scaled, same host; via benchmarks/specs_sm64.toml).
+132 -> 64 SMs on each host (SM-scaled, same host; via benchmarks/specs_sm_limited.toml).
 Writes accuracy.csv and accuracy.md; prints the table and the mean |error| per category.
 """
 from __future__ import annotations
@@ -23,12 +23,42 @@ from habitat_trace.scale.engine import predict  # noqa: E402
 from habitat_trace.scale.specs import load_catalog  # noqa: E402
 from habitat_trace.summary import step_figures  # noqa: E402
 
-PAIRS = (  # (category, origin dir, target dir, target GPU name, target file suffix)
-    ("cross-GPU", "h100-sxm", "h200-sxm", "H200", ""),
-    ("cross-GPU", "h200-sxm", "h100-sxm", "H100", ""),
-    ("SM-scaled", "h100-sxm", "h100-sxm-sm64", "H100-SM64", "_sm64"),
-    ("SM-scaled", "h200-sxm", "h200-sxm-sm64", "H200-SM64", "_sm64"),
-)
+FULL_SMS = 132  # both lent GPUs (H100 SXM, H200) have 132 SMs
+GPU_OF_DEVICE = {"NVIDIA H100 80GB HBM3": "H100", "NVIDIA H200": "H200"}  # catalog aliases
+SM_SPECS = ROOT / "benchmarks" / "specs_sm_limited.toml"
+
+
+def datasets(shared: Path) -> list[tuple[str, Path]]:
+    """(name, folder holding ground_truth.csv and the traces) for every set that is present."""
+    sets = [("shared", shared / "data" / "traces"), ("collected", ROOT / "benchmarks" / "traces")]
+    return [(n, p) for n, p in sets if (p / "ground_truth.csv").exists()]
+
+
+def pairs(folder: Path) -> list[tuple[str, dict, dict]]:
+    """(category, origin row, measured row): every full-SM trace against every other setting of the
+    same workload. cross-GPU: H100 <-> H200 (GPU time only, the hosts differ); SM-scaled: the same
+    host limited by a green context; both: another GPU and fewer SMs."""
+    rows = list(csv.DictReader((folder / "ground_truth.csv").open()))
+    by_workload: dict[str, list[dict]] = {}
+    for r in rows:
+        r["workload"] = r["workload"].removesuffix(f"_sm{r['sms']}")
+        by_workload.setdefault(r["workload"], []).append(r)
+    out = []
+    for group in by_workload.values():
+        for o in (r for r in group if int(r["sms"]) == FULL_SMS):
+            for m in group:
+                if m is o:
+                    continue
+                same_gpu = m["gpu"] == o["gpu"]
+                full = int(m["sms"]) == FULL_SMS
+                category = "cross-GPU" if full else ("SM-scaled" if same_gpu else "both")
+                out.append((category, o, m))
+    return out
+
+
+def target_name(row: dict) -> str:
+    gpu = GPU_OF_DEVICE[row["gpu"]]
+    return gpu if int(row["sms"]) == FULL_SMS else f"{gpu}-SM{row['sms']}"
 
 
 def predicted_figures(trace, pred):
@@ -47,24 +77,21 @@ def predicted_figures(trace, pred):
 
 
 def run(shared: Path) -> list[dict]:
-    traces = shared / "data" / "traces"
-    catalog = load_catalog(ROOT / "benchmarks" / "specs_sm64.toml")
-    rows = []
-    for category, src, dst, target_name, suffix in PAIRS:
-        for path in sorted((traces / src).glob("*.pt.trace.json.gz")):
-            workload = path.name.split(".pt.trace")[0]
-            measured_path = traces / dst / f"{workload}{suffix}.pt.trace.json.gz"
-            if not measured_path.exists():
-                continue
-            trace, measured = load(path), load(measured_path)
+    catalog = load_catalog(SM_SPECS)
+    out = []
+    for dataset, folder in datasets(shared):
+        cache: dict[str, object] = {}
+        for category, o, m in pairs(folder):
+            trace = cache.get(o["trace"]) or cache.setdefault(o["trace"], load(folder / o["trace"]))
+            measured = load(folder / m["trace"])
             origin = catalog.for_device(trace.device_name)
-            target = catalog.resolve(target_name)
+            target = catalog.resolve(target_name(m))
             pred = predict(trace, origin, target)
             got = predicted_figures(trace, pred)
             want = step_figures(measured.steps, measured.gpu).table
             base = step_figures(trace.steps, trace.gpu).table
-            row = {"category": category, "workload": workload, "origin": origin.name, "target": target.name,
-                   "origin_busy_ms": base.gpu_busy_ns.mean() / 1e6,
+            row = {"dataset": dataset, "category": category, "workload": o["workload"], "origin": origin.name,
+                   "target": target.name, "origin_busy_ms": base.gpu_busy_ns.mean() / 1e6,
                    "measured_busy_ms": want.gpu_busy_ns.mean() / 1e6,
                    "predicted_busy_ms": got.gpu_busy_ns.mean() / 1e6,
                    "measured_span_ms": want.gpu_span_ns.mean() / 1e6,
@@ -72,27 +99,35 @@ def run(shared: Path) -> list[dict]:
             row["busy_error_pct"] = 100 * (row["predicted_busy_ms"] / row["measured_busy_ms"] - 1)
             row["identity_error_pct"] = 100 * (row["origin_busy_ms"] / row["measured_busy_ms"] - 1)
             row["span_error_pct"] = 100 * (row["predicted_span_ms"] / row["measured_span_ms"] - 1)
-            rows.append(row)
-    return rows
+            out.append(row)
+    return out
 
 
 def markdown(rows: list[dict]) -> str:
-    out = ["| category | workload | origin → target | measured busy ms | predicted | error | identity error |"
+    out = ["| set | category | workload | origin → target | measured busy ms | predicted | error | identity error |"
            " measured span ms | predicted span | span error |",
-           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        out.append(f"| {r['category']} | {r['workload']} | {r['origin']} → {r['target']} | "
+        out.append(f"| {r['dataset']} | {r['category']} | {r['workload']} | {r['origin']} → {r['target']} | "
                    f"{r['measured_busy_ms']:.2f} | {r['predicted_busy_ms']:.2f} | {r['busy_error_pct']:+.1f}% | "
                    f"{r['identity_error_pct']:+.1f}% | {r['measured_span_ms']:.2f} | {r['predicted_span_ms']:.2f} | "
                    f"{r['span_error_pct']:+.1f}% |")
     out.append("")
-    out.append("| category | pairs | mean abs busy error | worst | mean abs span error |")
-    out.append("|---|---:|---:|---:|---:|")
-    for cat in sorted({r["category"] for r in rows}) + ["all"]:
-        sel = [r for r in rows if cat in ("all", r["category"])]
+    return summary(rows) + "\n" + "\n".join(out) + "\n"
+
+
+def summary(rows: list[dict]) -> str:
+    """Mean and worst |error| per dataset and category (the README's table)."""
+    out = ["| set | category | pairs | mean abs busy error | worst busy error | mean abs identity error |"
+           " mean abs span error |", "|---|---|---:|---:|---:|---:|---:|"]
+    keys = sorted({(r["dataset"], r["category"]) for r in rows}) + [("all", "all")]
+    for ds, cat in keys:
+        sel = [r for r in rows if ds in ("all", r["dataset"]) and cat in ("all", r["category"])]
         b = [abs(r["busy_error_pct"]) for r in sel]
-        s = [abs(r["span_error_pct"]) for r in sel]
-        out.append(f"| {cat} | {len(sel)} | {sum(b) / len(b):.1f}% | {max(b):.1f}% | {sum(s) / len(s):.1f}% |")
+        i = [abs(r["identity_error_pct"]) for r in sel]
+        sp = [abs(r["span_error_pct"]) for r in sel]
+        out.append(f"| {ds} | {cat} | {len(sel)} | {sum(b) / len(b):.1f}% | {max(b):.1f}% | {sum(i) / len(i):.1f}% |"
+                   f" {sum(sp) / len(sp):.1f}% |")
     return "\n".join(out) + "\n"
 
 

@@ -42,8 +42,13 @@ _INTS = re.compile(r"-?\d+")
 
 def op_cost(name: str, dims: Any, types: Any, concrete: Any) -> tuple[float, float, str]:
     """(flops, bytes, compute dtype) of one op; NaN flops/bytes when the shapes are unknown."""
-    key = (name, _freeze(dims), _freeze(types), _freeze(concrete))
+    key = (name, _freeze(_list(dims)), _freeze(_list(types)), _freeze(_list(concrete)))
     return _op_cost(*key)
+
+
+def _list(x: Any) -> list:
+    """Recorded argument lists, or [] when absent or not a list (older or hand-edited traces)."""
+    return x if isinstance(x, list) else []
 
 
 @lru_cache(maxsize=65536)
@@ -165,7 +170,8 @@ def _compute_dtype(types: tuple) -> str:
 
 
 def _is_shape(d: Any) -> bool:
-    return isinstance(d, tuple) and all(isinstance(x, int) for x in d)
+    return isinstance(d, tuple) and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**40
+                                        for x in d)
 
 
 def _numel(d: Sequence[int]) -> int:
