@@ -51,28 +51,42 @@ def _external_ids(args: list[dict]) -> np.ndarray:
     return col.ints([a.get("External id", a.get("external id")) for a in args])
 
 
-def _base(events: list[Any], idx: list[int], phase: str = "X") -> tuple[list[int], list[dict], dict[str, Any]]:
-    """Common columns of duration events; drops events of another phase."""
+def _base(events: list[Any], idx: list[int],
+          phase: str = "X") -> tuple[list[int], list[dict], list[dict], dict[str, Any]]:
+    """Common columns of duration events, and their args dicts; drops events of another phase.
+
+    One pass over the events pulls every common field (a comprehension per field costs a
+    Python-level loop each); pid/tid are stringified once per distinct value.
+    """
     idx = [i for i in idx if events[i].get("ph") == phase]
     evs = [events[i] for i in idx]
-    ts = col.us_to_ns(col.floats([e.get("ts") for e in evs]))
+    rows = [(e.get("name", ""), e.get("pid", ""), e.get("tid", ""), e.get("ts"), e.get("dur"), e.get("args"))
+            for e in evs]
+    names, pids, tids, ts, dur, args = (list(c) for c in zip(*rows)) if rows else ([], [], [], [], [], [])
     cols: dict[str, Any] = {
         S.EVENT: np.array(idx, dtype=np.int64),
-        S.NAME: [n if isinstance(n, str) else str(n) for n in (e.get("name", "") for e in evs)],
-        S.PID: [str(e.get("pid", "")) for e in evs],
-        S.TID: [str(e.get("tid", "")) for e in evs],
-        S.TS: ts,
+        S.NAME: [n if type(n) is str else str(n) for n in names],
+        S.PID: _strings(pids),
+        S.TID: _strings(tids),
+        S.TS: col.us_to_ns(col.floats(ts)),
     }
     if phase == "X":
-        dur_us = col.floats([e.get("dur") for e in evs])
-        cols[S.DUR] = col.us_to_ns(dur_us)
-    return idx, evs, cols
+        cols[S.DUR] = col.us_to_ns(col.floats(dur))
+    return idx, evs, [a if type(a) is dict else EMPTY_ARGS for a in args], cols
+
+
+def _strings(values: list[Any]) -> np.ndarray:
+    """``str(v)`` for each value, computed once per distinct value (pids and tids repeat a lot)."""
+    try:
+        codes, uniq = pd.factorize(pd.Series(values, dtype=object), sort=False, use_na_sentinel=False)
+    except TypeError:  # an unhashable value (a list where a pid should be): stringify one by one
+        return np.array([str(v) for v in values], dtype=object)
+    return np.array([str(u) for u in uniq] or [""], dtype=object)[codes]
 
 
 def gpu_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     idx = sorted(i for c in S.GPU_CATEGORIES for i in buckets.get(c, ()))
-    idx, evs, cols = _base(events, idx)
-    args = _args(evs)
+    idx, evs, args, cols = _base(events, idx)
     cols[S.CAT] = [S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs]
     cols[S.DEVICE] = col.ints([a.get("device") for a in args], default=0)
     cols[S.STREAM] = col.ints([a.get("stream") for a in args])
@@ -93,8 +107,7 @@ def gpu_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
 
 def op_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     idx = sorted(i for c in S.OP_CATEGORIES for i in buckets.get(c, ()))
-    idx, evs, cols = _base(events, idx)
-    args = _args(evs)
+    idx, evs, args, cols = _base(events, idx)
     cols[S.CAT] = [S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs]
     cols[S.EXTERNAL_ID] = _external_ids(args)
     cols[S.SEQUENCE] = col.ints([a.get("Sequence number") for a in args])
@@ -105,8 +118,7 @@ def op_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
 
 def call_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     idx = sorted(i for c in S.CALL_CATEGORIES for i in buckets.get(c, ()))
-    idx, evs, cols = _base(events, idx)
-    args = _args(evs)
+    idx, evs, args, cols = _base(events, idx)
     cols[S.CAT] = [S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs]
     cols[S.CORRELATION] = col.ints([a.get("correlation") for a in args])
     cols[S.EXTERNAL_ID] = _external_ids(args)
@@ -116,8 +128,7 @@ def call_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame
 
 def sync_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     """``cuda_sync`` events (CUPTI synchronization records) on the GPU timeline."""
-    idx, evs, cols = _base(events, buckets.get(S.CAT_SYNC, []))
-    args = _args(evs)
+    idx, evs, args, cols = _base(events, buckets.get(S.CAT_SYNC, []))
     cols[S.SYNC_KIND] = [str(a.get("cuda_sync_kind", "")) for a in args]
     cols[S.STREAM] = col.ints([a.get("stream") for a in args])
     cols[S.CORRELATION] = col.ints([a.get("correlation") for a in args])
@@ -126,8 +137,8 @@ def sync_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame
 
 def annotation_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     """GPU-side annotations (``gpu_user_annotation``): spans over the kernels of a CPU annotation."""
-    idx, evs, cols = _base(events, buckets.get(S.CAT_GPU_ANNOTATION, []))
-    cols[S.EXTERNAL_ID] = _external_ids(_args(evs))
+    idx, evs, args, cols = _base(events, buckets.get(S.CAT_GPU_ANNOTATION, []))
+    cols[S.EXTERNAL_ID] = _external_ids(args)
     return pd.DataFrame(cols)
 
 
