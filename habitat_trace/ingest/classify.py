@@ -19,11 +19,11 @@ LIBRARY_CLASSES = (GEMM, CONV, ATTENTION, RNN)  # cuBLAS/cuDNN/flash pick differ
 NAME_RULES: tuple[tuple[str, str], ...] = (
     (NCCL, r"^nccl|ncclDevKernel|ncclKernel"),
     (ATTENTION, r"flash|fmha|attention|attn_|sdpa"),
-    (CONV, r"fprop|dgrad|wgrad|conv|winograd|implicit_convolve|cudnn::.*(?:fft|convolve)|nchwToNhwc|nhwcToNchw"),
+    (CONV, r"fprop|dgrad|wgrad|conv(?!ert)|winograd|implicit_convolve|cudnn::.*(?:fft|convolve)|nchwToNhwc|nhwcToNchw"),
     (RNN, r"lstm|rnn|gru_cell|elemWiseRNN"),
     (GEMM, r"gemm|cutlass|cublas|nvjet|xmma|matmul|wgmma|splitKreduce"),
     (TRITON, r"^triton_"),
-    (OPTIMIZER, r"multi_tensor_apply|fused_adam|adam|_foreach|sgd|lamb"),
+    (OPTIMIZER, r"multi_tensor_apply|fused_adam|adam|_foreach|sgd|lamb(?!da)"),  # not "lambda"
     (NORM, r"layer_norm|layernorm|batch_norm|batchnorm|bn_fw|bn_bw|group_norm|rms_?norm|welford"),
     (SOFTMAX, r"softmax"),
     (EMBEDDING, r"embedding|index_select|indexSelect|gather|scatter|index_put|take_along"),
