@@ -65,7 +65,7 @@ def _base(events: list[Any], idx: list[int],
     names, pids, tids, ts, dur, args = (list(c) for c in zip(*rows)) if rows else ([], [], [], [], [], [])
     cols: dict[str, Any] = {
         S.EVENT: np.array(idx, dtype=np.int64),
-        S.NAME: [n if type(n) is str else str(n) for n in names],
+        S.NAME: _text([n if type(n) is str else str(n) for n in names]),
         S.PID: _strings(pids),
         S.TID: _strings(tids),
         S.TS: col.us_to_ns(col.floats(ts)),
@@ -73,6 +73,11 @@ def _base(events: list[Any], idx: list[int],
     if phase == "X":
         cols[S.DUR] = col.us_to_ns(col.floats(dur))
     return idx, evs, [a if type(a) is dict else EMPTY_ARGS for a in args], cols
+
+
+def _text(values: list[str]) -> Any:
+    """A string column that stays a string column when empty (pandas makes ``[]`` float64)."""
+    return pd.array(values, dtype="str")
 
 
 def _strings(values: list[Any]) -> np.ndarray:
@@ -87,7 +92,7 @@ def _strings(values: list[Any]) -> np.ndarray:
 def gpu_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     idx = sorted(i for c in S.GPU_CATEGORIES for i in buckets.get(c, ()))
     idx, evs, args, cols = _base(events, idx)
-    cols[S.CAT] = [S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs]
+    cols[S.CAT] = _text([S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs])
     cols[S.DEVICE] = col.ints([a.get("device") for a in args], default=0)
     cols[S.STREAM] = col.ints([a.get("stream") for a in args])
     cols[S.CORRELATION] = col.ints([a.get("correlation") for a in args])
@@ -108,7 +113,7 @@ def gpu_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
 def op_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     idx = sorted(i for c in S.OP_CATEGORIES for i in buckets.get(c, ()))
     idx, evs, args, cols = _base(events, idx)
-    cols[S.CAT] = [S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs]
+    cols[S.CAT] = _text([S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs])
     cols[S.EXTERNAL_ID] = _external_ids(args)
     cols[S.SEQUENCE] = col.ints([a.get("Sequence number") for a in args])
     cols[S.INPUT_DIMS] = [a.get("Input Dims") for a in args]
@@ -119,7 +124,7 @@ def op_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
 def call_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     idx = sorted(i for c in S.CALL_CATEGORIES for i in buckets.get(c, ()))
     idx, evs, args, cols = _base(events, idx)
-    cols[S.CAT] = [S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs]
+    cols[S.CAT] = _text([S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs])
     cols[S.CORRELATION] = col.ints([a.get("correlation") for a in args])
     cols[S.EXTERNAL_ID] = _external_ids(args)
     cols[S.SYNC_KIND] = [S.SYNC_CALLS.get(n, "") for n in cols[S.NAME]]
