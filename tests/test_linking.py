@@ -8,10 +8,14 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from hypothesis import given
+from hypothesis import strategies as st
 
 from habitat_trace.ingest import load
 from habitat_trace.ingest import schema as S
+from habitat_trace.ingest.linking import op_parents
 from habitat_trace.ingest.trace import Trace
 
 CPU, GPU = 100, 0  # pids of the host process and of the GPU
@@ -209,3 +213,40 @@ def test_microsecond_floats_become_exact_integer_nanoseconds(tmp_path: Path) -> 
     assert list(t.gpu[S.DUR]) == [1001, 1, 2500, 3000]
     assert list(t.gpu[S.END]) == [4457346609399044, 4457346609400000, 1727743125000, 20000]
     assert str(t.gpu[S.TS].dtype) == "int64"
+
+
+def stack_walk_parents(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The reference rule, as a per-op loop: ops sorted by (thread, start, longer first); pop the ops
+    that ended at or before this op's start; the stack top is the parent."""
+    thread = pd.factorize(ops[S.PID] + ":" + ops[S.TID])[0]
+    start = ops[S.TS].to_numpy()
+    end = start + ops[S.DUR].to_numpy()
+    parent = np.full(len(ops), -1, dtype=np.int64)
+    depth = np.zeros(len(ops), dtype=np.int64)
+    stack: list[int] = []
+    current = -1
+    for i in np.lexsort((-end, start, thread)):
+        if thread[i] != current:
+            stack, current = [], thread[i]
+        while stack and end[stack[-1]] <= start[i]:
+            stack.pop()
+        if stack:
+            parent[i], depth[i] = stack[-1], len(stack)
+        stack.append(i)
+    return parent, depth
+
+
+spans = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40), st.integers(0, 25)), max_size=60)
+
+
+@given(spans)
+def test_vectorized_nesting_equals_the_stack_walk(rows: list[tuple[int, int, int]]) -> None:
+    """Any spans, including ties, zero lengths and improper overlaps (which real traces have)."""
+    ops = pd.DataFrame({S.PID: pd.array(["1"] * len(rows), dtype="str"),
+                        S.TID: pd.array([str(r[0]) for r in rows], dtype="str"),
+                        S.TS: np.array([r[1] for r in rows], dtype=np.int64),
+                        S.DUR: np.array([r[2] for r in rows], dtype=np.int64)})
+    got_parent, got_depth = op_parents(ops)
+    want_parent, want_depth = stack_walk_parents(ops)
+    assert got_parent.tolist() == want_parent.tolist()
+    assert got_depth.tolist() == want_depth.tolist()
