@@ -90,10 +90,20 @@ def _text(values: list[str]) -> Any:
 
 
 def _strings(values: list[Any]) -> np.ndarray:
-    """``str(v)`` for each value, computed once per distinct value (pids and tids repeat a lot)."""
-    try:
+    """``str(v)`` for each value, computed once per distinct value (pids and tids repeat a lot).
+
+    Hashing groups values that compare equal (1, 1.0, True; None and nan), so only ints and strings
+    take the grouped path; anything else is stringified one by one.
+    """
+    types = set(map(type, values))
+    if types == {int}:
+        try:
+            codes, uniq = pd.factorize(np.array(values, dtype=np.int64), sort=False)
+        except OverflowError:
+            return np.array([str(v) for v in values], dtype=object)
+    elif types <= {int, str}:
         codes, uniq = pd.factorize(pd.Series(values, dtype=object), sort=False, use_na_sentinel=False)
-    except TypeError:  # an unhashable value (a list where a pid should be): stringify one by one
+    else:
         return np.array([str(v) for v in values], dtype=object)
     return np.array([str(u) for u in uniq] or [""], dtype=object)[codes]
 

@@ -4,9 +4,11 @@ The raw event list is kept (never mutated) so emit can write every original even
 """
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -64,6 +66,25 @@ class Trace:
 def load(path: str | Path, require_gpu: bool = True) -> Trace:
     path = Path(path)
     doc = reader.read_document(path)
+    with _gc_paused():
+        return _build(path, doc, require_gpu)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Building the tables allocates millions of small objects (tuples, lists) while a million event
+    dicts are alive; each automatic collection then rescans them all. Nothing built here is cyclic
+    garbage, so collection waits until the end (measured: about 1/3 of the table-building time)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _build(path: Path, doc: dict[str, Any], require_gpu: bool) -> Trace:
     events = doc["traceEvents"]
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
     devices = meta.get("deviceProperties") or []
