@@ -35,7 +35,7 @@ def op_parents(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     parent = np.full(n, S.NONE, dtype=np.int64)
     if n == 0:
         return parent, np.zeros(0, dtype=np.int64)
-    thread = pd.factorize(ops[S.PID] + ":" + ops[S.TID])[0]
+    thread = thread_codes(ops[S.PID], ops[S.TID])
     start = ops[S.TS].to_numpy()
     end = start + ops[S.DUR].to_numpy()
     order = np.lexsort((-end, start, thread))
@@ -95,8 +95,9 @@ def enclosing_op(ops: pd.DataFrame, parent: np.ndarray, pid: pd.Series, tid: pd.
     out = np.full(len(ts), S.NONE, dtype=np.int64)
     if len(ops) == 0 or len(ts) == 0:
         return out
-    op_thread = (ops[S.PID] + ":" + ops[S.TID]).to_numpy()
-    q_thread = (pid + ":" + tid).to_numpy()
+    both = thread_codes(pd.concat([ops[S.PID], pid], ignore_index=True),
+                        pd.concat([ops[S.TID], tid], ignore_index=True))
+    op_thread, q_thread = both[:len(ops)], both[len(ops):]
     start = ops[S.TS].to_numpy()
     end = start + ops[S.DUR].to_numpy()
     for key in np.unique(q_thread):
@@ -119,9 +120,18 @@ def enclosing_op(ops: pd.DataFrame, parent: np.ndarray, pid: pd.Series, tid: pd.
     return out
 
 
+def thread_codes(pid: pd.Series, tid: pd.Series) -> np.ndarray:
+    """One integer per distinct (pid, tid) pair (hashing, no string building)."""
+    p = pd.factorize(pid)[0]
+    t = pd.factorize(tid)[0]
+    return p.astype(np.int64) * (int(t.max(initial=0)) + 1) + t
+
+
 def step_table(ops: pd.DataFrame) -> pd.DataFrame:
     names = ops[S.NAME]
-    m = names.str.match(STEP_NAME.pattern)
+    codes, uniq = pd.factorize(names)  # match the regex once per distinct name
+    is_step_name = np.array([bool(STEP_NAME.match(str(u))) for u in uniq], dtype=bool)
+    m = pd.Series(is_step_name[codes] if len(uniq) else np.zeros(len(names), dtype=bool), index=names.index)
     steps = ops.loc[m, [S.EVENT, S.NAME, S.TS, S.DUR]].copy()
     steps[S.STEP_NUMBER] = steps[S.NAME].str.extract(STEP_NAME.pattern)[0].astype(np.int64).to_numpy()
     steps["op"] = np.flatnonzero(m.to_numpy())
