@@ -65,21 +65,27 @@ class Trace:
 
 def load(path: str | Path, require_gpu: bool = True) -> Trace:
     path = Path(path)
-    doc = reader.read_document(path)
     with _gc_paused():
-        return _build(path, doc, require_gpu)
+        return _build(path, reader.read_document(path), require_gpu)
 
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
-    """Building the tables allocates millions of small objects (tuples, lists) while a million event
-    dicts are alive; each automatic collection then rescans them all. Nothing built here is cyclic
-    garbage, so collection waits until the end (measured: about 1/3 of the table-building time)."""
+    """Parsing and building the tables allocate millions of dicts, lists and tuples; each automatic
+    collection rescans all that are alive, so time grows with the square of the trace size. Nothing
+    made here is cyclic garbage, so collection waits until the end. Measured on a 326 MB trace:
+    orjson.loads 6.3-7.0 s with the collector on, 2.8 s with it paused; table building -30%."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        # Everything allocated meanwhile counts as "young": the first collection after gc.enable()
+        # would scan all of it (1.5 s at 326 MB). freeze+unfreeze files it in the oldest generation
+        # instead, where it would land anyway after surviving two collections.
+        if gc.get_freeze_count() == 0:  # never unfreeze what the caller froze
+            gc.freeze()
+            gc.unfreeze()
         if was_enabled:
             gc.enable()
 
