@@ -139,16 +139,19 @@ def coverage(trace: Trace) -> dict[str, Any]:
     shaped = np.zeros(len(k), dtype=bool)
     if has_op.any():
         shaped[has_op] = [d is not None and d != [] for d in dims[op[has_op]]]
-    frac = lambda m: float(np.mean(m))  # noqa: E731
     return {
         "kernels": int(len(k)),
-        "launch_params": frac((k[S.GRID_X] > 0) & (k[S.BLOCK_X] > 0)),
-        "registers": frac(k[S.REGISTERS] > 0),
-        "launch_call": frac(k[S.LAUNCH] != S.NONE),
-        "op": frac(has_op),
-        "input_dims": frac(shaped),
-        "step": frac(k[S.STEP] != S.NONE),
+        "launch_params": _frac((k[S.GRID_X] > 0) & (k[S.BLOCK_X] > 0)),
+        "registers": _frac(k[S.REGISTERS] > 0),
+        "launch_call": _frac(k[S.LAUNCH] != S.NONE),
+        "op": _frac(has_op),
+        "input_dims": _frac(shaped),
+        "step": _frac(k[S.STEP] != S.NONE),
     }
+
+
+def _frac(mask: Any) -> float:
+    return float(np.mean(mask))
 
 
 def warnings(trace: Trace, cov: dict[str, Any]) -> list[str]:
