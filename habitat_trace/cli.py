@@ -63,11 +63,12 @@ def check(trace: Path = typer.Argument(..., help="Chrome-trace JSON to check aga
     cmd.run(trace)
 
 
-def main() -> None:
+def main(argv: Optional[List[str]] = None) -> None:
+    """Entry point; ``argv`` (default: sys.argv[1:]) lets tests check the error -> exit code mapping in-process."""
     from habitat_trace.errors import HabitatTraceError
 
     try:
-        app(standalone_mode=False)
+        app(args=argv, standalone_mode=False)
     except HabitatTraceError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -19,3 +19,6 @@ TRACES = SHARED / "data" / "traces"
 EXTERNAL = SHARED / "data" / "external-traces"
 
 needs_shared = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared data is absent")
+
+needs_external = pytest.mark.skipif(not EXTERNAL.is_dir(), reason="../shared external traces are absent")
+MLP_FIXTURE = DATA / "mlp_b32_fp32.pt.trace.json.gz"  # tests/data/README.md says where it comes from

@@ -20,7 +20,7 @@ NAME_RULES: tuple[tuple[str, str], ...] = (
     (NCCL, r"^nccl|ncclDevKernel|ncclKernel"),
     (ATTENTION, r"flash|fmha|attention|attn_|sdpa"),
     (COPY, r"nchwToNhwc|nhwcToNchw|transpose_readWrite|permute|transpose"),  # layout transforms stream memory
-    (CONV, r"fprop|dgrad|wgrad|conv|winograd|implicit_convolve|cudnn::.*(?:fft|convolve)"),
+    (CONV, r"fprop|dgrad|wgrad|conv(?!ert)|winograd|implicit_convolve|cudnn::.*(?:fft|convolve)"),
     (RNN, r"lstm|rnn|gru_cell|elemWiseRNN"),
     (GEMM, r"gemm|cutlass|cublas|nvjet|xmma|matmul|wgmma|splitKreduce"),
     (TRITON, r"^triton_"),
@@ -54,12 +54,13 @@ def classify(names: pd.Series, cats: pd.Series, op_names: pd.Series) -> np.ndarr
     """Class per GPU event. Copies/sets by category; a library op's name overrides ambiguous
     kernel names (e.g. cuDNN conv kernels named like GEMMs), but never turns an elementwise
     helper launched by the op (bias add, cast) into a library kernel."""
-    uniq, inv = np.unique(names.to_numpy(dtype=object).astype(str), return_inverse=True)
-    by_name = np.array([classify_name(n) for n in uniq], dtype=object)[inv]
+    # factorize (hashing) rather than np.unique (sorting long C++ names): same classes, faster
+    inv, uniq = pd.factorize(names.astype(str), sort=False)
+    by_name = np.array([classify_name(n) for n in uniq] or [OTHER], dtype=object)[inv]
     out = by_name.copy()
     out[(cats != "kernel").to_numpy()] = COPY
-    ops_u, ops_inv = np.unique(op_names.fillna("").to_numpy(dtype=object).astype(str), return_inverse=True)
-    op_cls = np.array([_op_class(o) for o in ops_u], dtype=object)[ops_inv]
+    ops_inv, ops_u = pd.factorize(op_names.fillna("").astype(str), sort=False)
+    op_cls = np.array([_op_class(o) for o in ops_u] or [""], dtype=object)[ops_inv]
     library_kernel = np.isin(by_name, LIBRARY_CLASSES)
     take_op = library_kernel & (op_cls != "") & (out != COPY)
     out[take_op] = op_cls[take_op]

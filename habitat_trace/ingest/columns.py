@@ -37,8 +37,9 @@ def triples(values: Sequence[Any], default: int = 0) -> np.ndarray:
     """(n, 3) int64 array from [x, y, z] lists (grid, block); malformed entries become ``default``."""
     if not values:
         return np.zeros((0, 3), dtype=np.int64)
+    fill = (default, default, default)  # copies and sets have no grid/block: keep the fast path
     try:
-        arr = np.array(values, dtype=np.float64)
+        arr = np.array([fill if v is None else v for v in values], dtype=np.float64)
         if arr.ndim == 2 and arr.shape[1] == 3 and np.isfinite(arr).all():
             return arr.astype(np.int64)
     except (TypeError, ValueError, OverflowError):

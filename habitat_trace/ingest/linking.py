@@ -22,30 +22,60 @@ STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 def op_parents(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Parent row (or -1) and depth of each op, by time containment on its thread."""
+    """Parent row (or -1) and depth of each op, by time containment on its thread.
+
+    Equivalent to the classic stack walk over ops sorted by (thread, start, longer first), where an
+    op's parent is the stack top after popping ops that ended at or before its start. The stack is
+    always the parent chain of the previous op, so the parent is the *nearest earlier op on the
+    thread still open at the start* (end > start): a "previous greater" query, answered here for
+    all ops at once by binary lifting over a sparse table of running end maxima (O(n log n), no
+    per-op Python loop). tests/test_linking.py checks it against the stack walk.
+    """
     n = len(ops)
     parent = np.full(n, S.NONE, dtype=np.int64)
-    depth = np.zeros(n, dtype=np.int64)
     if n == 0:
-        return parent, depth
-    thread = pd.factorize(ops[S.PID] + ":" + ops[S.TID])[0]
+        return parent, np.zeros(0, dtype=np.int64)
+    thread = thread_codes(ops[S.PID], ops[S.TID])
     start = ops[S.TS].to_numpy()
     end = start + ops[S.DUR].to_numpy()
-    order = np.lexsort((-end, start, thread)).tolist()
-    thread_l, end_l, start_l = thread.tolist(), end.tolist(), start.tolist()
-    stack: list[int] = []
-    current = -1
-    for i in order:
-        if thread_l[i] != current:
-            stack, current = [], thread_l[i]
-        s = start_l[i]
-        while stack and end_l[stack[-1]] <= s:
-            stack.pop()
-        if stack:
-            parent[i] = stack[-1]
-            depth[i] = len(stack)
-        stack.append(i)
-    return parent, depth
+    order = np.lexsort((-end, start, thread))
+    th = thread[order]
+    first = np.searchsorted(th, th, side="left")  # first sorted position of each op's thread
+    prev = previous_open(start[order], end[order], first)
+    parent[order] = np.where(prev != S.NONE, order[np.maximum(prev, 0)], S.NONE)
+    return parent, depths(parent)
+
+
+def previous_open(start: np.ndarray, end: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """For each i, the largest j in [first[i], i) with end[j] > start[i], or -1."""
+    n = len(start)
+    levels = [end]  # levels[k][j] = max(end[j - 2**k + 1 : j + 1]) where that range is whole
+    while (1 << len(levels)) <= n:
+        half = 1 << (len(levels) - 1)
+        cur = levels[-1].copy()
+        cur[half:] = np.maximum(cur[half:], levels[-1][:-half])
+        levels.append(cur)
+    pos = np.arange(n, dtype=np.int64) - 1
+    for k in range(len(levels) - 1, -1, -1):  # skip whole blocks of ops that closed by start[i]
+        size = 1 << k
+        can = pos - size + 1 >= first
+        jump = can & (levels[k][np.maximum(pos, 0)] <= start)
+        pos = np.where(jump, pos - size, pos)
+    ok = (pos >= first) & (end[np.maximum(pos, 0)] > start)
+    return np.where(ok, pos, S.NONE)
+
+
+def depths(parent: np.ndarray) -> np.ndarray:
+    """Number of ancestors of each row (one vectorized step per nesting level)."""
+    depth = np.zeros(len(parent), dtype=np.int64)
+    rows = np.flatnonzero(parent != S.NONE)
+    anc = parent[rows]
+    while len(rows):
+        depth[rows] += 1
+        anc = parent[anc]
+        keep = anc != S.NONE
+        rows, anc = rows[keep], anc[keep]
+    return depth
 
 
 def root_ops(parent: np.ndarray, is_step: np.ndarray) -> np.ndarray:
@@ -65,8 +95,9 @@ def enclosing_op(ops: pd.DataFrame, parent: np.ndarray, pid: pd.Series, tid: pd.
     out = np.full(len(ts), S.NONE, dtype=np.int64)
     if len(ops) == 0 or len(ts) == 0:
         return out
-    op_thread = (ops[S.PID] + ":" + ops[S.TID]).to_numpy()
-    q_thread = (pid + ":" + tid).to_numpy()
+    both = thread_codes(pd.concat([ops[S.PID], pid], ignore_index=True),
+                        pd.concat([ops[S.TID], tid], ignore_index=True))
+    op_thread, q_thread = both[:len(ops)], both[len(ops):]
     start = ops[S.TS].to_numpy()
     end = start + ops[S.DUR].to_numpy()
     for key in np.unique(q_thread):
@@ -89,9 +120,18 @@ def enclosing_op(ops: pd.DataFrame, parent: np.ndarray, pid: pd.Series, tid: pd.
     return out
 
 
+def thread_codes(pid: pd.Series, tid: pd.Series) -> np.ndarray:
+    """One integer per distinct (pid, tid) pair (hashing, no string building)."""
+    p = pd.factorize(pid)[0]
+    t = pd.factorize(tid)[0]
+    return p.astype(np.int64) * (int(t.max(initial=0)) + 1) + t
+
+
 def step_table(ops: pd.DataFrame) -> pd.DataFrame:
     names = ops[S.NAME]
-    m = names.str.match(STEP_NAME.pattern)
+    codes, uniq = pd.factorize(names)  # match the regex once per distinct name
+    is_step_name = np.array([bool(STEP_NAME.match(str(u))) for u in uniq], dtype=bool)
+    m = pd.Series(is_step_name[codes] if len(uniq) else np.zeros(len(names), dtype=bool), index=names.index)
     steps = ops.loc[m, [S.EVENT, S.NAME, S.TS, S.DUR]].copy()
     steps[S.STEP_NUMBER] = steps[S.NAME].str.extract(STEP_NAME.pattern)[0].astype(np.int64).to_numpy()
     steps["op"] = np.flatnonzero(m.to_numpy())

@@ -5,6 +5,7 @@ Contract: returns a dict with a ``traceEvents`` list; raises TraceFormatError na
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import orjson
 from habitat_trace.errors import TraceFormatError
 
 GZIP_MAGIC = b"\x1f\x8b"
+SNIFF_EVENTS = 1000  # a trace has duration/metadata events among its first ones
 HOW_TO_RECORD = "record one with torch.profiler (export_chrome_trace or tensorboard_trace_handler)"
 
 
@@ -42,13 +44,7 @@ def read_bytes(path: Path) -> bytes:
 def read_document(path: Path) -> dict[str, Any]:
     """Parse the trace into its top-level object; check it looks like a Chrome trace."""
     raw = read_bytes(path)
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        what = "truncated" if _looks_truncated(raw) else "not valid JSON"
-        raise TraceFormatError(
-            f"{path}: {what} ({exc.msg} at byte {exc.pos}); export the trace again, {HOW_TO_RECORD}"
-        ) from None
+    doc = _parse(path, raw)
     if isinstance(doc, list):  # the Chrome trace format also allows a bare event array
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
@@ -56,9 +52,30 @@ def read_document(path: Path) -> dict[str, Any]:
         raise TraceFormatError(
             f"{path}: valid JSON ({kind}) but not a Chrome trace (no 'traceEvents' list); {HOW_TO_RECORD}"
         )
+    if not any(type(e) is dict and "ph" in e for e in doc["traceEvents"][:SNIFF_EVENTS]):
+        what = "is empty" if not doc["traceEvents"] else "holds no trace events (objects with a 'ph' field)"
+        raise TraceFormatError(f"{path}: 'traceEvents' {what}; {HOW_TO_RECORD}")
     return doc
 
 
+def _parse(path: Path, raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if raw[exc.pos:exc.pos + 4].lstrip(b"-")[:3] in (b"NaN", b"Inf"):
+            # Python's json module writes NaN/Infinity; accept them here so the event check names the event
+            try:
+                return json.loads(raw)
+            except ValueError:
+                pass
+        what = ("truncated" if _looks_truncated(raw)
+                else "binary data, not JSON" if b"\x00" in raw[:1024] else "not valid JSON")
+        raise TraceFormatError(
+            f"{path}: {what} ({exc.msg} at byte {exc.pos}); export the trace again, {HOW_TO_RECORD}"
+        ) from None
+
+
 def _looks_truncated(raw: bytes) -> bool:
-    tail = raw.rstrip()[-1:]
-    return tail not in (b"}", b"]")
+    """Starts like a JSON document but does not end like one (a copy or export cut short)."""
+    text = raw.strip()
+    return text[:1] in (b"{", b"[") and text[-1:] not in (b"}", b"]")

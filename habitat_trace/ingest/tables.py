@@ -15,26 +15,35 @@ from habitat_trace.ingest import columns as col
 from habitat_trace.ingest import schema as S
 
 EMPTY_ARGS: dict[str, Any] = {}
+_ABSENT = object()  # a key that is not there (unlike one set to null)
+_NO_CAT = object()  # an event without "cat" (metadata, [memory] instants)
+_NOT_EVENT = 1.5  # a traceEvents entry that is not an object: no category string, never bucketed
 
 
 def bucket_events(events: list[Any]) -> dict[str, list[int]]:
-    """Indices of events per normalized category; ``"[memory]"`` collects memory instants."""
-    raw: dict[Any, list[int]] = defaultdict(list)
-    for i, e in enumerate(events):
-        if type(e) is dict:
-            raw[e.get("cat")].append(i)
+    """Indices of events per normalized category; ``"[memory]"`` collects memory instants.
+
+    One comprehension reads every category; the grouping is vectorized on factorized codes.
+    """
+    cats = [e.get("cat", _NO_CAT) if type(e) is dict else _NOT_EVENT for e in events]
+    try:
+        codes, uniq = pd.factorize(pd.Series(cats, dtype=object), sort=False, use_na_sentinel=False)
+    except TypeError:  # an unhashable category (a list): such events are never bucketed
+        cats = [c if c is None or c is _NO_CAT or isinstance(c, str) else _NOT_EVENT for c in cats]
+        codes, uniq = pd.factorize(pd.Series(cats, dtype=object), sort=False, use_na_sentinel=False)
+    order = np.argsort(codes, kind="stable")  # stable: indices stay ascending within a category
+    bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
     buckets: dict[str, list[int]] = defaultdict(list)
-    for cat, idx in raw.items():
-        if cat is None:
-            mem = [i for i in idx if events[i].get("name") == "[memory]"]
+    for k, cat in enumerate(uniq):
+        rows = order[bounds[k]:bounds[k + 1]].tolist()
+        if cat is _NO_CAT or (not isinstance(cat, str) and pd.isna(cat)):  # factorize turns None into nan
+            mem = [i for i in rows if events[i].get("name") == "[memory]"]
             if mem:
                 buckets["[memory]"].extend(mem)
-            continue
-        if not isinstance(cat, str):
-            continue
-        buckets[S.CATEGORY_ALIASES.get(cat, cat)].extend(idx)
-    for idx in buckets.values():
-        idx.sort()
+        elif isinstance(cat, str):
+            buckets[S.CATEGORY_ALIASES.get(cat, cat)].extend(rows)
+    for rows in buckets.values():
+        rows.sort()
     return buckets
 
 
@@ -46,79 +55,119 @@ def _args(evs: list[dict]) -> list[dict]:
     return out
 
 
-def _external_ids(args: list[dict]) -> np.ndarray:
-    # 2021 traces spell it "external id"
-    return col.ints([a.get("External id", a.get("external id")) for a in args])
+def _external_ids(ext: list[Any], ext21: list[Any]) -> np.ndarray:
+    """``External id`` where the key is present, else the 2021 spelling ``external id``."""
+    return col.ints([e if e is not _ABSENT else e21 for e, e21 in zip(ext, ext21)])
 
 
-def _base(events: list[Any], idx: list[int], phase: str = "X") -> tuple[list[int], list[dict], dict[str, Any]]:
-    """Common columns of duration events; drops events of another phase."""
+def _base(events: list[Any], idx: list[int],
+          phase: str = "X") -> tuple[list[int], list[dict], list[dict], dict[str, Any]]:
+    """Common columns of duration events, and their args dicts; drops events of another phase.
+
+    One pass over the events pulls every common field (a comprehension per field costs a
+    Python-level loop each); pid/tid are stringified once per distinct value.
+    """
     idx = [i for i in idx if events[i].get("ph") == phase]
     evs = [events[i] for i in idx]
-    ts = col.us_to_ns(col.floats([e.get("ts") for e in evs]))
+    rows = [(e.get("name", ""), e.get("pid", ""), e.get("tid", ""), e.get("ts"), e.get("dur"), e.get("args"))
+            for e in evs]
+    names, pids, tids, ts, dur, args = (list(c) for c in zip(*rows)) if rows else ([], [], [], [], [], [])
     cols: dict[str, Any] = {
         S.EVENT: np.array(idx, dtype=np.int64),
-        S.NAME: [n if isinstance(n, str) else str(n) for n in (e.get("name", "") for e in evs)],
-        S.PID: [str(e.get("pid", "")) for e in evs],
-        S.TID: [str(e.get("tid", "")) for e in evs],
-        S.TS: ts,
+        S.NAME: _text([n if type(n) is str else str(n) for n in names]),
+        S.PID: _strings(pids),
+        S.TID: _strings(tids),
+        S.TS: col.us_to_ns(col.floats(ts)),
     }
     if phase == "X":
-        dur_us = col.floats([e.get("dur") for e in evs])
-        cols[S.DUR] = col.us_to_ns(dur_us)
-    return idx, evs, cols
+        cols[S.DUR] = col.us_to_ns(col.floats(dur))
+    return idx, evs, [a if type(a) is dict else EMPTY_ARGS for a in args], cols
+
+
+def _text(values: list[str]) -> Any:
+    """A string column that stays a string column when empty (pandas makes ``[]`` float64)."""
+    return pd.array(values, dtype="str")
+
+
+def _strings(values: list[Any]) -> np.ndarray:
+    """``str(v)`` for each value, computed once per distinct value (pids and tids repeat a lot).
+
+    Hashing groups values that compare equal (1, 1.0, True; None and nan), so only ints and strings
+    take the grouped path; anything else is stringified one by one.
+    """
+    types = set(map(type, values))
+    if types == {int}:
+        try:
+            codes, uniq = pd.factorize(np.array(values, dtype=np.int64), sort=False)
+        except OverflowError:
+            return np.array([str(v) for v in values], dtype=object)
+    elif types <= {int, str}:
+        codes, uniq = pd.factorize(pd.Series(values, dtype=object), sort=False, use_na_sentinel=False)
+    else:
+        return np.array([str(v) for v in values], dtype=object)
+    return np.array([str(u) for u in uniq] or [""], dtype=object)[codes]
+
+
+def _columns(rows: list[tuple], n: int) -> list[list[Any]]:
+    """Transpose per-event tuples into ``n`` column lists."""
+    return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(n)]
 
 
 def gpu_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     idx = sorted(i for c in S.GPU_CATEGORIES for i in buckets.get(c, ()))
-    idx, evs, cols = _base(events, idx)
-    args = _args(evs)
-    cols[S.CAT] = [S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs]
-    cols[S.DEVICE] = col.ints([a.get("device") for a in args], default=0)
-    cols[S.STREAM] = col.ints([a.get("stream") for a in args])
-    cols[S.CORRELATION] = col.ints([a.get("correlation") for a in args])
-    cols[S.EXTERNAL_ID] = _external_ids(args)
-    grid = col.triples([a.get("grid") for a in args])
-    block = col.triples([a.get("block") for a in args])
+    idx, evs, args, cols = _base(events, idx)
+    cols[S.CAT] = _text([S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs])
+    # one pass over the args dicts (a comprehension per field would loop 14 times)
+    (device, stream, corr, ext, ext21, grid, block, regs, smem, nbytes, bpsm, wpsm, occ) = _columns([(
+        a.get("device"), a.get("stream"), a.get("correlation"), a.get("External id", _ABSENT), a.get("external id"),
+        a.get("grid"), a.get("block"), a.get("registers per thread"), a.get("shared memory"), a.get("bytes"),
+        a.get("blocks per SM"), a.get("warps per SM"), a.get("est. achieved occupancy %")) for a in args], 13)
+    cols[S.DEVICE] = col.ints(device, default=0)
+    cols[S.STREAM] = col.ints(stream)
+    cols[S.CORRELATION] = col.ints(corr)
+    cols[S.EXTERNAL_ID] = _external_ids(ext, ext21)
+    grid, block = col.triples(grid), col.triples(block)
     cols[S.GRID_X], cols[S.GRID_Y], cols[S.GRID_Z] = grid[:, 0], grid[:, 1], grid[:, 2]
     cols[S.BLOCK_X], cols[S.BLOCK_Y], cols[S.BLOCK_Z] = block[:, 0], block[:, 1], block[:, 2]
-    cols[S.REGISTERS] = col.ints([a.get("registers per thread") for a in args], default=0)
-    cols[S.SHARED_MEM] = col.ints([a.get("shared memory") for a in args], default=0)
-    cols[S.BYTES] = col.ints([a.get("bytes") for a in args], default=0)
-    cols[S.CUPTI_BLOCKS_PER_SM] = col.floats([a.get("blocks per SM") for a in args])
-    cols[S.CUPTI_WARPS_PER_SM] = col.floats([a.get("warps per SM") for a in args])
-    cols[S.CUPTI_OCCUPANCY] = col.floats([a.get("est. achieved occupancy %") for a in args])
+    cols[S.REGISTERS] = col.ints(regs, default=0)
+    cols[S.SHARED_MEM] = col.ints(smem, default=0)
+    cols[S.BYTES] = col.ints(nbytes, default=0)
+    cols[S.CUPTI_BLOCKS_PER_SM] = col.floats(bpsm)
+    cols[S.CUPTI_WARPS_PER_SM] = col.floats(wpsm)
+    cols[S.CUPTI_OCCUPANCY] = col.floats(occ)
     return pd.DataFrame(cols)
 
 
 def op_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     idx = sorted(i for c in S.OP_CATEGORIES for i in buckets.get(c, ()))
-    idx, evs, cols = _base(events, idx)
-    args = _args(evs)
-    cols[S.CAT] = [S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs]
-    cols[S.EXTERNAL_ID] = _external_ids(args)
-    cols[S.SEQUENCE] = col.ints([a.get("Sequence number") for a in args])
-    cols[S.INPUT_DIMS] = [a.get("Input Dims") for a in args]
-    cols[S.INPUT_TYPES] = [a.get("Input type") for a in args]
-    cols[S.CONCRETE_INPUTS] = [a.get("Concrete Inputs") for a in args]
+    idx, evs, args, cols = _base(events, idx)
+    cols[S.CAT] = _text([S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs])
+    ext, ext21, seq, dims, types, concrete = _columns([(
+        a.get("External id", _ABSENT), a.get("external id"), a.get("Sequence number"), a.get("Input Dims"),
+        a.get("Input type"), a.get("Concrete Inputs")) for a in args], 6)
+    cols[S.EXTERNAL_ID] = _external_ids(ext, ext21)
+    cols[S.SEQUENCE] = col.ints(seq)
+    cols[S.INPUT_DIMS] = dims
+    cols[S.INPUT_TYPES] = types
+    cols[S.CONCRETE_INPUTS] = concrete
     return pd.DataFrame(cols)
 
 
 def call_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     idx = sorted(i for c in S.CALL_CATEGORIES for i in buckets.get(c, ()))
-    idx, evs, cols = _base(events, idx)
-    args = _args(evs)
-    cols[S.CAT] = [S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs]
-    cols[S.CORRELATION] = col.ints([a.get("correlation") for a in args])
-    cols[S.EXTERNAL_ID] = _external_ids(args)
+    idx, evs, args, cols = _base(events, idx)
+    cols[S.CAT] = _text([S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs])
+    corr, ext, ext21 = _columns([(a.get("correlation"), a.get("External id", _ABSENT), a.get("external id"))
+                                 for a in args], 3)
+    cols[S.CORRELATION] = col.ints(corr)
+    cols[S.EXTERNAL_ID] = _external_ids(ext, ext21)
     cols[S.SYNC_KIND] = [S.SYNC_CALLS.get(n, "") for n in cols[S.NAME]]
     return pd.DataFrame(cols)
 
 
 def sync_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     """``cuda_sync`` events (CUPTI synchronization records) on the GPU timeline."""
-    idx, evs, cols = _base(events, buckets.get(S.CAT_SYNC, []))
-    args = _args(evs)
+    idx, evs, args, cols = _base(events, buckets.get(S.CAT_SYNC, []))
     cols[S.SYNC_KIND] = [str(a.get("cuda_sync_kind", "")) for a in args]
     cols[S.STREAM] = col.ints([a.get("stream") for a in args])
     cols[S.CORRELATION] = col.ints([a.get("correlation") for a in args])
@@ -127,8 +176,9 @@ def sync_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame
 
 def annotation_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     """GPU-side annotations (``gpu_user_annotation``): spans over the kernels of a CPU annotation."""
-    idx, evs, cols = _base(events, buckets.get(S.CAT_GPU_ANNOTATION, []))
-    cols[S.EXTERNAL_ID] = _external_ids(_args(evs))
+    idx, evs, args, cols = _base(events, buckets.get(S.CAT_GPU_ANNOTATION, []))
+    cols[S.EXTERNAL_ID] = _external_ids([a.get("External id", _ABSENT) for a in args],
+                                        [a.get("external id") for a in args])
     return pd.DataFrame(cols)
 
 
@@ -136,15 +186,16 @@ def flow_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame
     parts = []
     for cat in (S.CAT_FLOW_LAUNCH, S.CAT_FLOW_FWDBWD):
         idx = [i for i in buckets.get(cat, ()) if events[i].get("ph") in ("s", "f", "t")]
-        evs = [events[i] for i in idx]
+        ph, fid, pid, tid, ts = _columns([(e["ph"], e.get("id"), e.get("pid", ""), e.get("tid", ""), e.get("ts"))
+                                          for e in (events[i] for i in idx)], 5)
         parts.append(pd.DataFrame({
             S.EVENT: np.array(idx, dtype=np.int64),
             S.CAT: cat,
-            S.PHASE: [e["ph"] for e in evs],
-            S.FLOW_ID: col.ints([e.get("id") for e in evs]),
-            S.PID: [str(e.get("pid", "")) for e in evs],
-            S.TID: [str(e.get("tid", "")) for e in evs],
-            S.TS: col.us_to_ns(col.floats([e.get("ts") for e in evs])),
+            S.PHASE: _text(ph),
+            S.FLOW_ID: col.ints(fid),
+            S.PID: _strings(pid),
+            S.TID: _strings(tid),
+            S.TS: col.us_to_ns(col.floats(ts)),
         }))
     return pd.concat(parts, ignore_index=True)
 

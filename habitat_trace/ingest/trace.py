@@ -4,9 +4,11 @@ The raw event list is kept (never mutated) so emit can write every original even
 """
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -63,7 +65,32 @@ class Trace:
 
 def load(path: str | Path, require_gpu: bool = True) -> Trace:
     path = Path(path)
-    doc = reader.read_document(path)
+    with _gc_paused():
+        return _build(path, reader.read_document(path), require_gpu)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Parsing and building the tables allocate millions of dicts, lists and tuples; each automatic
+    collection rescans all that are alive, so time grows with the square of the trace size. Nothing
+    made here is cyclic garbage, so collection waits until the end. Measured on a 326 MB trace:
+    orjson.loads 6.3-7.0 s with the collector on, 2.8 s with it paused; table building -30%."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        # Everything allocated meanwhile counts as "young": the first collection after gc.enable()
+        # would scan all of it (1.5 s at 326 MB). freeze+unfreeze files it in the oldest generation
+        # instead, where it would land anyway after surviving two collections.
+        if gc.get_freeze_count() == 0:  # never unfreeze what the caller froze
+            gc.freeze()
+            gc.unfreeze()
+        if was_enabled:
+            gc.enable()
+
+
+def _build(path: Path, doc: dict[str, Any], require_gpu: bool) -> Trace:
     events = doc["traceEvents"]
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
     devices = meta.get("deviceProperties") or []
