@@ -1,0 +1,178 @@
+"""Lay out GPU events on the target and the CPU waits they cause: one pass in origin time order.
+
+A GPU event starts at the latest of (issue 4):
+- its launch call's new end + its launch latency: the origin's ``start - launch end`` when the stream
+  was idle at launch (negative when the call returned after the kernel started: kept, so that identity
+  reproduces the input; never before the call's start); when it was queued behind earlier work (launch ended before the previous
+  event on the stream ended) the observed delay is queueing, so the latency is the smaller of it and
+  the trace's median idle-stream latency. Kernels of one launch (CUDA graphs) share the first one's;
+- the previous event's new end on its stream + the origin gap when it was queued (the GPU's own
+  kernel-switch gap), or minus the origin overlap only (Hopper PDL overlaps are kept, none added);
+  never before the previous event's new start;
+- the new end of the GPU work a cudaStreamWaitEvent made it wait for (links.py), when the origin
+  honoured that dependency; a kernel without a launch and without a predecessor keeps its start.
+A blocking call (links.blocking_calls) ends at max(start + its pure CPU time, awaited GPU end + the
+origin's return latency); the CPU clock shift this creates is a breakpoint of the CPU map (cpumap.py).
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from habitat_trace.emit import links
+from habitat_trace.ingest import schema as S
+
+
+@dataclass(frozen=True)
+class Breaks:
+    """CPU map breakpoints, one per blocking call in origin end order (see cpumap.cpu_map)."""
+
+    window_start: np.ndarray  # origin start of the wait window (call start, after the previous break)
+    end: np.ndarray  # origin end of the blocking call
+    new_end: np.ndarray  # its new end
+
+
+def _launch_latency(trace: Any, code: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(latency from launch end, gap to previous event on the stream) per GPU row."""
+    gpu, calls = trace.gpu, trace.calls
+    ts, end = gpu[S.TS].to_numpy(), gpu[S.END].to_numpy()
+    launch = gpu[S.LAUNCH].to_numpy()
+    has = launch >= 0
+    lend = np.where(has, calls[S.END].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
+    prev = _previous_on_stream(code, order)
+    has_prev = prev >= 0
+    prev_end = np.where(has_prev, end[np.maximum(prev, 0)], 0)
+    gap = np.where(has_prev, ts - prev_end, 0)
+    # The origin's own latency, negative when the launch call returned after the kernel had started
+    # (common: kept so that identity reproduces the input), never before the launch call began.
+    ldur = np.where(has, calls[S.DUR].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
+    observed = np.maximum(ts - lend, -ldur)
+    queued = has & has_prev & (lend <= prev_end)
+    idle = has & ~queued
+    typical = max(int(np.median(observed[idle])), 0) if idle.any() else 0
+    lat = np.where(queued, np.minimum(observed, typical), observed)
+    if has.any():  # several GPU events of one launch (CUDA graph): the first one's latency
+        first = np.full(len(calls), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, launch[has], lat[has])
+        lat = np.where(has, first[np.maximum(launch, 0)], 0)
+    gap = np.where(queued | ~has, gap, np.minimum(gap, 0))
+    return lat, gap
+
+
+def _previous_on_stream(code: np.ndarray, order: np.ndarray) -> np.ndarray:
+    prev = np.full(len(code), S.NONE, dtype=np.int64)
+    c = code[order]
+    same = np.zeros(len(order), dtype=bool)
+    same[1:] = c[1:] == c[:-1]
+    prev[order[1:][same[1:]]] = order[:-1][same[1:]]
+    return prev
+
+
+def schedule(trace: Any, dur_new: np.ndarray) -> tuple[np.ndarray, Breaks]:
+    """New start (ns) of every GPU row and the CPU breakpoints."""
+    gpu, calls = trace.gpu, trace.calls
+    code, codes = links.stream_codes(gpu)
+    ts = gpu[S.TS].to_numpy()
+    order = np.lexsort((np.arange(len(gpu)), ts))
+    lat, gap = _launch_latency(trace, code, order)
+    linker = links.Linker(trace, code, codes)
+    blocking, own = links.blocking_calls(trace)
+    waits = [linker.sync_wait(int(c), str(calls[S.SYNC_KIND].iat[c]), own) for c in blocking]
+    deps = _dependencies(trace, linker)
+    return _run(trace, dur_new, code, order, lat, gap, waits, deps)
+
+
+def _dependencies(trace: Any, linker: links.Linker) -> dict[int, list[int]]:
+    calls, gpu = trace.calls, trace.gpu
+    ts, end = gpu[S.TS].to_numpy(), gpu[S.END].to_numpy()
+    deps: dict[int, list[int]] = {}
+    for call in np.flatnonzero((calls[S.SYNC_KIND] == "wait_event").to_numpy()):
+        delayed, awaited = linker.wait_dependency(int(call))
+        if delayed != S.NONE and end[awaited] <= ts[delayed]:  # only dependencies the origin honoured
+            deps.setdefault(delayed, []).append(awaited)
+    return deps
+
+
+def _run(trace: Any, dur_new: np.ndarray, code: np.ndarray, order: np.ndarray, lat: np.ndarray,
+         gap: np.ndarray, waits: list[links.SyncWait], deps: dict[int, list[int]]) -> tuple[np.ndarray, Breaks]:
+    gpu, calls = trace.gpu, trace.calls
+    ts_l, end_l = gpu[S.TS].tolist(), gpu[S.END].tolist()
+    launch_l, lat_l, gap_l = gpu[S.LAUNCH].tolist(), lat.tolist(), gap.tolist()
+    code_l, dur_l = code.tolist(), np.asarray(dur_new, dtype=np.int64).tolist()
+    cts_l, cend_l = calls[S.TS].tolist(), calls[S.END].tolist()
+    waits = sorted(waits, key=lambda w: (cend_l[w.call], w.call))
+    by_end = sorted(range(len(ts_l)), key=lambda r: (end_l[r], r))
+    start: list[int | None] = [None] * len(ts_l)
+    new_end: list[int] = [0] * len(ts_l)
+    last_start: dict[int, int] = {}
+    last_end: dict[int, int] = {}
+    done_new: dict[int, int] = {}  # per stream: max new end of rows that ended (origin) before now
+    done_old: dict[int, int] = {}
+    b_te: list[int] = []
+    b_ws: list[int] = []
+    b_new: list[int] = []
+    b_shift: list[int] = []
+    w_i = done_i = 0
+    for r in order.tolist():
+        while w_i < len(waits) and cend_l[waits[w_i].call] < ts_l[r]:
+            done_i = _advance(by_end, done_i, cend_l[waits[w_i].call], end_l, new_end, code_l, done_new, done_old)
+            _wait(waits[w_i], cts_l, cend_l, start, new_end, end_l, done_new, done_old, b_te, b_ws, b_new, b_shift)
+            w_i += 1
+        c = code_l[r]
+        call = launch_l[r]
+        if c in last_end:
+            lo = max(last_start[c], last_end[c] + gap_l[r])
+        else:  # first on its stream: a kernel queued before the window keeps its start
+            lo = ts_l[r] if call < 0 else -(1 << 62)
+        if call >= 0:
+            le = cend_l[call]
+            k = bisect_right(b_te, le)
+            lo = max(lo, le + (b_shift[k - 1] if k else 0) + lat_l[r])
+        for a in deps.get(r, ()):
+            if start[a] is not None:
+                lo = max(lo, new_end[a])
+        start[r], new_end[r] = lo, lo + dur_l[r]
+        last_start[c], last_end[c] = lo, lo + dur_l[r]
+    for w in waits[w_i:]:
+        done_i = _advance(by_end, done_i, cend_l[w.call], end_l, new_end, code_l, done_new, done_old)
+        _wait(w, cts_l, cend_l, start, new_end, end_l, done_new, done_old, b_te, b_ws, b_new, b_shift)
+    breaks = Breaks(np.array(b_ws, dtype=np.int64), np.array(b_te, dtype=np.int64), np.array(b_new, dtype=np.int64))
+    return np.array(start, dtype=np.int64), breaks
+
+
+def _advance(by_end: list[int], i: int, t: int, end_l: list[int], new_end: list[int], code_l: list[int],
+             done_new: dict[int, int], done_old: dict[int, int]) -> int:
+    while i < len(by_end) and end_l[by_end[i]] <= t:
+        r = by_end[i]
+        c = code_l[r]
+        done_new[c] = max(done_new.get(c, new_end[r]), new_end[r])
+        done_old[c] = max(done_old.get(c, end_l[r]), end_l[r])
+        i += 1
+    return i
+
+
+def _wait(w: links.SyncWait, cts_l: list[int], cend_l: list[int], start: list, new_end: list[int],
+          end_l: list[int], done_new: dict[int, int], done_old: dict[int, int], b_te: list[int],
+          b_ws: list[int], b_new: list[int], b_shift: list[int]) -> None:
+    ts, te = cts_l[w.call], cend_l[w.call]
+    ws = max(ts, b_te[-1]) if b_te else ts
+    shift = b_shift[-1] if b_shift else 0
+    new_start = ts + shift
+    aw_new = aw_old = None
+    if w.row >= 0 and start[w.row] is not None:
+        aw_new, aw_old = new_end[w.row], end_l[w.row]
+    elif w.stream == links.ALL and done_new:
+        aw_new, aw_old = max(done_new.values()), max(done_old.values())
+    elif w.stream in done_new:
+        aw_new, aw_old = done_new[w.stream], done_old[w.stream]
+    end = new_start + (te - ts)
+    if aw_new is not None:
+        wait_old = min(max(aw_old - ts, 0), te - ts)
+        end = max(new_start + (te - ts) - wait_old, aw_new + te - max(ts, aw_old))
+    b_te.append(te)
+    b_ws.append(ws)
+    b_new.append(end)
+    b_shift.append(end - te)
