@@ -84,7 +84,8 @@ def replay(trace: Any, prediction: Prediction) -> Timeline:
 
 def _annotations(trace: Any, start: np.ndarray, end: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> None:
     """A gpu_user_annotation (one per stream track) spans the new extent of the GPU events that started
-    inside it on its track, keeping the origin's margins around them."""
+    inside it on its track, with the origin's margins around them, shrunk in proportion where the gap
+    to the neighbouring GPU event shrank (so annotations that did not cross in the origin do not)."""
     ann, gpu = trace.gpu_annotations, trace.gpu
     if len(ann) == 0:
         return
@@ -99,11 +100,25 @@ def _annotations(trace: Any, start: np.ndarray, end: np.ndarray, ts: np.ndarray,
         lo = np.searchsorted(old_start[rows], a_ts, side="left")
         hi = np.searchsorted(old_start[rows], a_end, side="left")
         for ev, t0, t1, a, b in zip(sel[S.EVENT].tolist(), a_ts.tolist(), a_end.tolist(), lo.tolist(), hi.tolist()):
-            if b > a:
-                inside = rows[a:b]
-                new0 = int(start[inside].min()) - max(int(old_start[inside].min()) - t0, 0)
-                new1 = int(end[inside].max()) + max(t1 - int(old_end[inside].max()), 0)
-                ts[ev], dur[ev] = new0, new1 - new0
+            if b <= a:
+                continue
+            inside = rows[a:b]
+            first_old, last_old = int(old_start[inside].min()), int(old_end[inside].max())
+            first_new, last_new = int(start[inside].min()), int(end[inside].max())
+            before = (last_new - first_new, 0) if a == 0 else \
+                (first_old - int(old_end[rows[a - 1]]), first_new - int(end[rows[a - 1]]))
+            after = (0, 0) if b == len(rows) else (int(old_start[rows[b]]) - last_old, int(start[rows[b]]) - last_new)
+            new0 = first_new - _margin(first_old - t0, *before, open_end=a == 0)
+            new1 = last_new + _margin(t1 - last_old, *after, open_end=b == len(rows))
+            ts[ev], dur[ev] = new0, new1 - new0
+
+
+def _margin(margin: int, old_gap: int, new_gap: int, open_end: bool) -> int:
+    """The origin's margin, scaled down by new_gap / old_gap when the gap to the neighbour shrank."""
+    margin = max(margin, 0)
+    if open_end or new_gap >= old_gap:
+        return margin
+    return margin * max(new_gap, 0) // old_gap if old_gap > 0 else 0
 
 
 def _gpu_flows(trace: Any, start: np.ndarray, end: np.ndarray, ts: np.ndarray) -> None:
