@@ -6,7 +6,7 @@ A GPU event starts at the latest of (issue 4):
   reproduces the input; never before the call's start); when it was queued behind earlier work (launch ended before the previous
   event on the stream ended) the observed delay is queueing, so the latency is the smaller of it and
   the trace's median idle-stream latency. Kernels of one launch (CUDA graphs) share the first one's;
-- the previous event's new end on its stream + the origin gap when it was queued (the GPU's own
+- the latest new end of the earlier events on its stream + the origin gap when it was queued (the GPU's own
   kernel-switch gap), or minus the origin overlap only (Hopper PDL overlaps are kept, none added);
   never before the previous event's new start;
 - the new end of the GPU work a cudaStreamWaitEvent made it wait for (links.py), when the origin
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from habitat_trace.emit import links
 from habitat_trace.ingest import schema as S
@@ -44,7 +45,7 @@ def _launch_latency(trace: Any, code: np.ndarray, order: np.ndarray) -> tuple[np
     lend = np.where(has, calls[S.END].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
     prev = _previous_on_stream(code, order)
     has_prev = prev >= 0
-    prev_end = np.where(has_prev, end[np.maximum(prev, 0)], 0)
+    prev_end = _previous_reach(code, order, end)
     gap = np.where(has_prev, ts - prev_end, 0)
     # The origin's own latency, negative when the launch call returned after the kernel had started
     # (common: kept so that identity reproduces the input), never before the launch call began.
@@ -60,6 +61,18 @@ def _launch_latency(trace: Any, code: np.ndarray, order: np.ndarray) -> tuple[np
         lat = np.where(has, first[np.maximum(launch, 0)], 0)
     gap = np.where(queued | ~has, gap, np.minimum(gap, 0))
     return lat, gap
+
+
+def _previous_reach(code: np.ndarray, order: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Latest end among the earlier events of each row's stream (a PDL kernel can end before the
+    one it overlaps, so the immediate predecessor's end is not enough); 0 for the first."""
+    by_stream = order[np.argsort(code[order], kind="stable")]
+    reach = pd.Series(end[by_stream]).groupby(code[by_stream]).cummax().to_numpy()
+    out = np.zeros(len(code), dtype=np.int64)
+    same = np.zeros(len(by_stream), dtype=bool)
+    same[1:] = code[by_stream][1:] == code[by_stream][:-1]
+    out[by_stream[1:][same[1:]]] = reach[:-1][same[1:]]
+    return out
 
 
 def _previous_on_stream(code: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -135,7 +148,7 @@ def _run(trace: Any, dur_new: np.ndarray, code: np.ndarray, order: np.ndarray, l
             if start[a] is not None:
                 lo = max(lo, new_end[a])
         start[r], new_end[r] = lo, lo + dur_l[r]
-        last_start[c], last_end[c] = lo, lo + dur_l[r]
+        last_start[c], last_end[c] = lo, max(last_end.get(c, lo), lo + dur_l[r])
     for w in waits[w_i:]:
         done_i = _advance(by_end, done_i, cend_l[w.call], end_l, new_end, code_l, done_new, done_old)
         _wait(w, cts_l, cend_l, start, new_end, end_l, done_new, done_old, b_te, b_ws, b_new, b_shift)
