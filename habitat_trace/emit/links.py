@@ -93,13 +93,14 @@ class Linker:
         calls = trace.calls
         self.corr_row = {int(c): i for i, c in enumerate(calls[S.CORRELATION].to_numpy()) if c >= 0}
         self.device = int(trace.gpu[S.DEVICE].mode().iloc[0]) if len(trace.gpu) else 0
+        self.corr = calls[S.CORRELATION].to_numpy()
         rec = np.flatnonzero((calls[S.SYNC_KIND] == "record").to_numpy())
-        self.rec_thread = self.launches.thread[rec]
-        self.rec_rows, self.rec_ts = rec, self.launches.call_ts[rec]
+        rec = rec[np.argsort(self.launches.call_ts[rec], kind="stable")]  # rows follow the file, not time
+        rec_thread = self.launches.thread[rec]
+        self.records = {k: rec[rec_thread == k] for k in np.unique(rec_thread)}
 
     def _args(self, call: int) -> dict:
-        corr = int(self.trace.calls[S.CORRELATION].iat[call])
-        return self.sync_args.get(corr, {})
+        return self.sync_args.get(int(self.corr[call]), {}) if self.sync_args else {}
 
     def _record_before(self, call: int) -> int:
         """Most recent cudaEventRecord call on the same thread before ``call`` (-1 if none)."""
@@ -107,9 +108,11 @@ class Linker:
         corr = args.get("wait_on_cuda_event_record_corr_id")
         if isinstance(corr, int) and corr in self.corr_row:
             return self.corr_row[corr]
-        mine = np.flatnonzero(self.rec_thread == self.launches.thread[call])
-        pos = int(np.searchsorted(self.rec_ts[mine], self.launches.call_ts[call], side="left")) - 1
-        return int(self.rec_rows[mine[pos]]) if pos >= 0 else S.NONE
+        mine = self.records.get(self.launches.thread[call])
+        if mine is None:
+            return S.NONE
+        pos = int(np.searchsorted(self.launches.call_ts[mine], self.launches.call_ts[call], side="left")) - 1
+        return int(mine[pos]) if pos >= 0 else S.NONE
 
     def recorded_row(self, waiter: int) -> int:
         """GPU row whose completion the event waited on by call ``waiter`` marks (-1 if unknown)."""
