@@ -50,15 +50,21 @@ class _Launches:
         self.rows, self.ts = rows[order], ts[order]
         self.row_thread = self.thread[launch[self.rows]] if len(rows) else np.zeros(0, dtype=object)
         self.row_stream = stream_code[self.rows]
-        self._by_thread = {k: np.flatnonzero(self.row_thread == k) for k in np.unique(self.row_thread)}
-        self._by_stream = {k: np.flatnonzero(self.row_stream == k) for k in np.unique(self.row_stream)}
+        self._by_thread = self._split(self.row_thread)
+        self._by_stream = self._split(self.row_stream)
 
-    def _pick(self, idx: np.ndarray | None, t: int, after: bool) -> int:
-        if idx is None or len(idx) == 0:
+    def _split(self, keys: np.ndarray) -> dict[Any, tuple[np.ndarray, np.ndarray]]:
+        """(launch times, GPU rows) per key, each sorted by launch time (built once: queries are many)."""
+        return {k: (self.ts[m], self.rows[m]) for k in np.unique(keys) for m in [keys == k]}
+
+    @staticmethod
+    def _pick(part: tuple[np.ndarray, np.ndarray] | None, t: int, after: bool) -> int:
+        if part is None or len(part[0]) == 0:
             return S.NONE
-        pos = int(np.searchsorted(self.ts[idx], t, side="right" if after else "left"))
+        ts, rows = part
+        pos = int(np.searchsorted(ts, t, side="right" if after else "left"))
         pos = pos if after else pos - 1
-        return int(self.rows[idx[pos]]) if 0 <= pos < len(idx) else S.NONE
+        return int(rows[pos]) if 0 <= pos < len(rows) else S.NONE
 
     def on_thread(self, call: int, after: bool = False) -> int:
         return self._pick(self._by_thread.get(self.thread[call]), int(self.call_ts[call]), after)
@@ -97,7 +103,8 @@ class Linker:
         rec = np.flatnonzero((calls[S.SYNC_KIND] == "record").to_numpy())
         rec = rec[np.argsort(self.launches.call_ts[rec], kind="stable")]  # rows follow the file, not time
         rec_thread = self.launches.thread[rec]
-        self.records = {k: rec[rec_thread == k] for k in np.unique(rec_thread)}
+        rec_ts = self.launches.call_ts[rec]
+        self.records = {k: (rec_ts[m], rec[m]) for k in np.unique(rec_thread) for m in [rec_thread == k]}
 
     def _args(self, call: int) -> dict:
         return self.sync_args.get(int(self.corr[call]), {}) if self.sync_args else {}
@@ -108,11 +115,7 @@ class Linker:
         corr = args.get("wait_on_cuda_event_record_corr_id")
         if isinstance(corr, int) and corr in self.corr_row:
             return self.corr_row[corr]
-        mine = self.records.get(self.launches.thread[call])
-        if mine is None:
-            return S.NONE
-        pos = int(np.searchsorted(self.launches.call_ts[mine], self.launches.call_ts[call], side="left")) - 1
-        return int(mine[pos]) if pos >= 0 else S.NONE
+        return _Launches._pick(self.records.get(self.launches.thread[call]), int(self.launches.call_ts[call]), False)
 
     def recorded_row(self, waiter: int) -> int:
         """GPU row whose completion the event waited on by call ``waiter`` marks (-1 if unknown)."""

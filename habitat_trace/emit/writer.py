@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 import orjson
+import pandas as pd
 
 import habitat_trace
 from habitat_trace.emit.replay import NO_TIME, Timeline
@@ -24,13 +25,24 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import Prediction
 
-GZIP_LEVEL = 6  # zlib's default: ~3x faster than 9 on these traces for a ~3% larger file
+# Measured on an 11.6 MB output (gnmt): level 6 takes 0.13 s for 6.8% of the raw size;
+# level 9 0.25 s for 6.2%, level 1 0.04 s for 9.7%.
+GZIP_LEVEL = 6
 
 
 def us_text(ns: int) -> bytes:
     """Integer ns as µs with exactly three decimals: 4457346609398043 -> b"4457346609398.043"."""
     q, r = divmod(abs(ns), 1000)
     return f"{'-' if ns < 0 else ''}{q}.{r:03d}".encode()
+
+
+def us_fragments(ns: np.ndarray) -> list[orjson.Fragment]:
+    """``us_text`` for an int64 array, as orjson Fragments (one bytes-format per number: the hot path)."""
+    a = np.abs(ns)
+    texts = [b"%d.%03d" % qr for qr in zip((a // 1000).tolist(), (a % 1000).tolist())]
+    for i in np.flatnonzero(ns < 0).tolist():
+        texts[i] = b"-" + texts[i]
+    return list(map(orjson.Fragment, texts))
 
 
 def check_output(out: Path, inputs: tuple[Path, ...]) -> None:
@@ -73,22 +85,32 @@ def _events(trace: Any, timeline: Timeline, prediction: Prediction) -> list[Any]
     gpu_ev = trace.gpu[S.EVENT].to_numpy()
     rewrite = np.union1d(timeline.changed(), gpu_ev)
     rewrite = rewrite[ts[rewrite] != NO_TIME]
-    for i in rewrite.tolist():
+    has_dur = dur[rewrite] != NO_TIME
+    ts_f = us_fragments(ts[rewrite])
+    dur_f: list[Any] = [None] * len(rewrite)
+    for j, frag in zip(np.flatnonzero(has_dur).tolist(), us_fragments(dur[rewrite][has_dur])):
+        dur_f[j] = frag
+    for i, t, d in zip(rewrite.tolist(), ts_f, dur_f):
         e = dict(events[i])
-        e["ts"] = orjson.Fragment(us_text(int(ts[i])))
-        if dur[i] != NO_TIME:
-            e["dur"] = orjson.Fragment(us_text(int(dur[i])))
+        e["ts"] = t
+        if d is not None:
+            e["dur"] = d
         events[i] = e
-    old_dur = trace.gpu[S.DUR].to_numpy()
-    for i, od, m, why in zip(gpu_ev.tolist(), old_dur.tolist(), prediction.method.tolist(), prediction.reason.tolist()):
+    old_dur = us_fragments(trace.gpu[S.DUR].to_numpy())
+    for i, od, m, why in zip(gpu_ev.tolist(), old_dur, prediction.method.tolist(), prediction.reason.tolist()):
         e = events[i]
         args = dict(e["args"]) if isinstance(e.get("args"), dict) else {}
-        args["habitat_origin_dur_us"] = orjson.Fragment(us_text(od))
+        args["habitat_origin_dur_us"] = od
         args["habitat_method"] = str(m)
         if why:
             args["habitat_reason"] = str(why)
         e["args"] = args
     return events
+
+
+def _method_counts(prediction: Prediction) -> dict[str, int]:
+    counts = pd.Series(prediction.method, dtype=object).value_counts(sort=False)  # np.unique on objects is slow
+    return {str(k): int(v) for k, v in sorted(counts.items())}
 
 
 def render(trace: Any, timeline: Timeline, prediction: Prediction, spec_info: Mapping[str, Any]) -> bytes:
@@ -101,7 +123,7 @@ def render(trace: Any, timeline: Timeline, prediction: Prediction, spec_info: Ma
     doc["habitat_trace"] = {
         "version": habitat_trace.__version__,
         "origin": prediction.origin.name, "target": target.name,
-        "spec": spec_dict(target), "methods": prediction.method_counts(),
+        "spec": spec_dict(target), "methods": _method_counts(prediction),
         "warnings": list(prediction.warnings), **dict(spec_info),
     }
     return orjson.dumps(doc)
