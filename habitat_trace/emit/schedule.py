@@ -185,6 +185,7 @@ def _wait(w: links.SyncWait, cts_l: list[int], cend_l: list[int], start: list, n
     if aw_new is not None:
         wait_old = min(max(aw_old - ts, 0), te - ts)
         end = max(new_start + (te - ts) - wait_old, aw_new + te - max(ts, aw_old))
+    end = max(end, ws + shift)  # overlapping waits (two threads): keep the CPU map monotone
     b_te.append(te)
     b_ws.append(ws)
     b_new.append(end)
