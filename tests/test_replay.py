@@ -104,3 +104,36 @@ def test_cpu_map_squeezes_inside_a_wait_and_shifts_after() -> None:
     out = cpu_map(np.array([50, 100, 120, 180, 199, 200, 300]), br)
     assert out.tolist() == [50, 100, 120, 150, 150, 150, 250]
     assert (np.diff(out) >= 0).all()
+
+
+def _two_stream_trace(tmp_path):
+    """K1 on stream 7, an event recorded after it, stream 8 made to wait on that event, K2 on stream 8."""
+    import orjson
+
+    def call(name, ts, dur, corr):
+        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"correlation": corr}}
+
+    def kernel(ts, dur, stream, corr):
+        return {"ph": "X", "cat": "kernel", "name": f"k{corr}", "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+                "args": {"correlation": corr, "stream": stream, "device": 0}}
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::work", "pid": 1, "tid": 1, "ts": 99.0, "dur": 20.0},
+              call("cudaLaunchKernel", 100.0, 5.0, 1), call("cudaEventRecord", 106.0, 2.0, 2),
+              call("cudaStreamWaitEvent", 109.0, 2.0, 3), call("cudaLaunchKernel", 112.0, 5.0, 4),
+              kernel(106.0, 20.0, 7, 1), kernel(127.0, 5.0, 8, 4)]
+    path = tmp_path / "two_streams.json"
+    path.write_bytes(orjson.dumps({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+                                   "traceEvents": events}))
+    return load(path)
+
+
+def test_stream_wait_event_delays_the_waiting_stream(tmp_path) -> None:
+    trace = _two_stream_trace(tmp_path)
+    # K2 launched at 117 µs but started at 127 µs, 1 µs after K1 ended: it waited on K1, not on its launch
+    slow = replay(trace, scaled(trace, 2.0))
+    assert slow.gpu_start_ns.tolist() == [106_000, 147_000]  # K1 now ends at 146 µs; K2 1 µs later, as before
+    fast = replay(trace, scaled(trace, 0.5))
+    assert fast.gpu_start_ns[0] == 106_000
+    # K1 ends at 116 µs: K2 only waits for its launch (ends 117 µs) + the trace's idle launch latency (1 µs)
+    assert fast.gpu_start_ns[1] == 118_000

@@ -3,16 +3,17 @@
 A GPU event starts at the latest of (issue 4):
 - its launch call's new end + its launch latency: the origin's ``start - launch end`` when the stream
   was idle at launch (negative when the call returned after the kernel started: kept, so that identity
-  reproduces the input; never before the call's start); when it was queued behind earlier work (launch ended before the previous
-  event on the stream ended) the observed delay is queueing, so the latency is the smaller of it and
-  the trace's median idle-stream latency. Kernels of one launch (CUDA graphs) share the first one's;
-- the latest new end of the earlier events on its stream + the origin gap when it was queued (the GPU's own
-  kernel-switch gap), or minus the origin overlap only (Hopper PDL overlaps are kept, none added);
-  never before the previous event's new start;
+  reproduces the input; never before the call's start); when it was queued behind earlier work (the
+  launch ended before the earlier events on the stream ended) the observed delay is queueing, so the
+  latency is the smaller of it and the trace's median idle-stream latency. Kernels of one launch
+  (CUDA graphs) share the first one's;
+- the latest new end of the earlier events on its stream + the origin gap when it was queued (the
+  GPU's own kernel-switch gap), or minus the origin overlap only (Hopper PDL overlaps are kept, none
+  added); never before the previous event's new start;
 - the new end of the GPU work a cudaStreamWaitEvent made it wait for (links.py), when the origin
   honoured that dependency; a kernel without a launch and without a predecessor keeps its start.
 A blocking call (links.blocking_calls) ends at max(start + its pure CPU time, awaited GPU end + the
-origin's return latency); the CPU clock shift this creates is a breakpoint of the CPU map (cpumap.py).
+origin's return latency); the CPU clock shift this creates is a breakpoint of the CPU map (replay.cpu_map).
 """
 from __future__ import annotations
 
@@ -36,8 +37,11 @@ class Breaks:
     new_end: np.ndarray  # its new end
 
 
-def _launch_latency(trace: Any, code: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(latency from launch end, gap to previous event on the stream) per GPU row."""
+def _launch_latency(trace: Any, code: np.ndarray, order: np.ndarray,
+                    dep_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(latency from launch end, gap to previous event on the stream) per GPU row; ``dep_end`` is the
+    origin end of the cross-stream work each row waited for (a wait that outlasted the launch is
+    queueing too)."""
     gpu, calls = trace.gpu, trace.calls
     ts, end = gpu[S.TS].to_numpy(), gpu[S.END].to_numpy()
     launch = gpu[S.LAUNCH].to_numpy()
@@ -51,7 +55,7 @@ def _launch_latency(trace: Any, code: np.ndarray, order: np.ndarray) -> tuple[np
     # (common: kept so that identity reproduces the input), never before the launch call began.
     ldur = np.where(has, calls[S.DUR].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
     observed = np.maximum(ts - lend, -ldur)
-    queued = has & has_prev & (lend <= prev_end)
+    queued = has & ((has_prev & (lend <= prev_end)) | (lend <= dep_end))
     idle = has & ~queued
     typical = max(int(np.median(observed[idle])), 0) if idle.any() else 0
     lat = np.where(queued, np.minimum(observed, typical), observed)
@@ -90,12 +94,20 @@ def schedule(trace: Any, dur_new: np.ndarray) -> tuple[np.ndarray, Breaks]:
     code, codes = links.stream_codes(gpu)
     ts = gpu[S.TS].to_numpy()
     order = np.lexsort((np.arange(len(gpu)), ts))
-    lat, gap = _launch_latency(trace, code, order)
     linker = links.Linker(trace, code, codes)
     blocking, own = links.blocking_calls(trace)
     waits = [linker.sync_wait(int(c), str(calls[S.SYNC_KIND].iat[c]), own) for c in blocking]
     deps = _dependencies(trace, linker)
-    return _run(trace, dur_new, code, order, lat, gap, waits, deps)
+    dep_end = np.full(len(gpu), np.iinfo(np.int64).min, dtype=np.int64)
+    end = gpu[S.END].to_numpy()
+    for row, awaited in deps.items():
+        dep_end[row] = max(int(end[a]) for a in awaited)
+    lat, gap = _launch_latency(trace, code, order, dep_end)
+    # a kernel that waited on another stream follows that work by the origin's gap (identity stays exact)
+    launch = gpu[S.LAUNCH].to_numpy()
+    lend = np.where(launch >= 0, calls[S.END].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
+    dep_gap = np.where((dep_end > np.iinfo(np.int64).min) & ((launch < 0) | (lend <= dep_end)), ts - dep_end, 0)
+    return _run(trace, dur_new, code, order, lat, gap, dep_gap, waits, deps)
 
 
 def _dependencies(trace: Any, linker: links.Linker) -> dict[int, list[int]]:
@@ -109,8 +121,8 @@ def _dependencies(trace: Any, linker: links.Linker) -> dict[int, list[int]]:
     return deps
 
 
-def _run(trace: Any, dur_new: np.ndarray, code: np.ndarray, order: np.ndarray, lat: np.ndarray,
-         gap: np.ndarray, waits: list[links.SyncWait], deps: dict[int, list[int]]) -> tuple[np.ndarray, Breaks]:
+def _run(trace: Any, dur_new: np.ndarray, code: np.ndarray, order: np.ndarray, lat: np.ndarray, gap: np.ndarray,
+         dep_gap: np.ndarray, waits: list[links.SyncWait], deps: dict[int, list[int]]) -> tuple[np.ndarray, Breaks]:
     gpu, calls = trace.gpu, trace.calls
     ts_l, end_l = gpu[S.TS].tolist(), gpu[S.END].tolist()
     launch_l, lat_l, gap_l = gpu[S.LAUNCH].tolist(), lat.tolist(), gap.tolist()
@@ -146,7 +158,7 @@ def _run(trace: Any, dur_new: np.ndarray, code: np.ndarray, order: np.ndarray, l
             lo = max(lo, le + (b_shift[k - 1] if k else 0) + lat_l[r])
         for a in deps.get(r, ()):
             if start[a] is not None:
-                lo = max(lo, new_end[a])
+                lo = max(lo, new_end[a] + int(dep_gap[r]))
         start[r], new_end[r] = lo, lo + dur_l[r]
         last_start[c], last_end[c] = lo, max(last_end.get(c, lo), lo + dur_l[r])
     for w in waits[w_i:]:
