@@ -121,84 +121,102 @@ def _dependencies(trace: Any, linker: links.Linker) -> dict[int, list[int]]:
     return deps
 
 
+class _Pass:
+    """State of the one pass: new GPU times so far, per-stream progress, and the CPU breakpoints."""
+
+    def __init__(self, trace: Any, dur_new: np.ndarray, code: np.ndarray, lat: np.ndarray, gap: np.ndarray,
+                 dep_gap: np.ndarray, deps: dict[int, list[int]]) -> None:
+        gpu, calls = trace.gpu, trace.calls
+        self.ts, self.end = gpu[S.TS].tolist(), gpu[S.END].tolist()
+        self.launch, self.lat, self.gap = gpu[S.LAUNCH].tolist(), lat.tolist(), gap.tolist()
+        self.dep_gap, self.deps = dep_gap.tolist(), deps
+        self.code, self.dur = code.tolist(), np.asarray(dur_new, dtype=np.int64).tolist()
+        self.call_ts, self.call_end = calls[S.TS].tolist(), calls[S.END].tolist()
+        self.by_end = sorted(range(len(self.ts)), key=lambda r: (self.end[r], r))
+        self.done_i = 0
+        self.start: list[int | None] = [None] * len(self.ts)
+        self.new_end = [0] * len(self.ts)
+        self.last_start: dict[int, int] = {}
+        self.last_end: dict[int, int] = {}  # per stream: latest new end so far
+        self.done_new: dict[int, int] = {}  # per stream: max new end of rows that ended (origin) by now
+        self.done_old: dict[int, int] = {}
+        self.b_ws: list[int] = []
+        self.b_te: list[int] = []
+        self.b_new: list[int] = []
+        self.b_shift: list[int] = []
+
+    def place(self, r: int) -> None:
+        """New start of GPU row ``r``: the latest of its launch, stream and dependency constraints."""
+        c, call = self.code[r], self.launch[r]
+        if c in self.last_end:
+            lo = max(self.last_start[c], self.last_end[c] + self.gap[r])
+        else:  # first on its stream: a kernel queued before the window keeps its start
+            lo = self.ts[r] if call < 0 else -(1 << 62)
+        if call >= 0:
+            le = self.call_end[call]
+            k = bisect_right(self.b_te, le)
+            lo = max(lo, le + (self.b_shift[k - 1] if k else 0) + self.lat[r])
+        for a in self.deps.get(r, ()):
+            if self.start[a] is not None:
+                lo = max(lo, self.new_end[a] + self.dep_gap[r])
+        self.start[r], self.new_end[r] = lo, lo + self.dur[r]
+        self.last_start[c], self.last_end[c] = lo, max(self.last_end.get(c, lo), lo + self.dur[r])
+
+    def _advance(self, t: int) -> None:
+        """Mark rows whose origin end is <= t as done (what a wait ending at t could have awaited)."""
+        while self.done_i < len(self.by_end) and self.end[self.by_end[self.done_i]] <= t:
+            r = self.by_end[self.done_i]
+            c = self.code[r]
+            self.done_new[c] = max(self.done_new.get(c, self.new_end[r]), self.new_end[r])
+            self.done_old[c] = max(self.done_old.get(c, self.end[r]), self.end[r])
+            self.done_i += 1
+
+    def _awaited(self, w: links.SyncWait) -> tuple[int, int] | None:
+        """(new end, origin end) of the GPU work ``w`` waits for, None when nothing is known."""
+        if w.row >= 0 and self.start[w.row] is not None:
+            return self.new_end[w.row], self.end[w.row]
+        if w.stream == links.ALL and self.done_new:
+            return max(self.done_new.values()), max(self.done_old.values())
+        if w.stream in self.done_new:
+            return self.done_new[w.stream], self.done_old[w.stream]
+        return None
+
+    def wait(self, w: links.SyncWait) -> None:
+        """New end of blocking call ``w``: a new CPU map breakpoint."""
+        ts, te = self.call_ts[w.call], self.call_end[w.call]
+        self._advance(te)
+        ws = max(ts, self.b_te[-1]) if self.b_te else ts
+        shift = self.b_shift[-1] if self.b_shift else 0
+        new_start = ts + shift
+        end = new_start + (te - ts)
+        awaited = self._awaited(w)
+        if awaited is not None:
+            aw_new, aw_old = awaited
+            wait_old = min(max(aw_old - ts, 0), te - ts)
+            end = max(new_start + (te - ts) - wait_old, aw_new + te - max(ts, aw_old))
+        end = max(end, ws + shift)  # overlapping waits (two threads): keep the CPU map monotone
+        self.b_ws.append(ws)
+        self.b_te.append(te)
+        self.b_new.append(end)
+        self.b_shift.append(end - te)
+
+    def breaks(self) -> Breaks:
+        return Breaks(np.array(self.b_ws, dtype=np.int64), np.array(self.b_te, dtype=np.int64),
+                      np.array(self.b_new, dtype=np.int64))
+
+
 def _run(trace: Any, dur_new: np.ndarray, code: np.ndarray, order: np.ndarray, lat: np.ndarray, gap: np.ndarray,
          dep_gap: np.ndarray, waits: list[links.SyncWait], deps: dict[int, list[int]]) -> tuple[np.ndarray, Breaks]:
-    gpu, calls = trace.gpu, trace.calls
-    ts_l, end_l = gpu[S.TS].tolist(), gpu[S.END].tolist()
-    launch_l, lat_l, gap_l = gpu[S.LAUNCH].tolist(), lat.tolist(), gap.tolist()
-    code_l, dur_l = code.tolist(), np.asarray(dur_new, dtype=np.int64).tolist()
-    cts_l, cend_l = calls[S.TS].tolist(), calls[S.END].tolist()
-    waits = sorted(waits, key=lambda w: (cend_l[w.call], w.call))
-    by_end = sorted(range(len(ts_l)), key=lambda r: (end_l[r], r))
-    start: list[int | None] = [None] * len(ts_l)
-    new_end: list[int] = [0] * len(ts_l)
-    last_start: dict[int, int] = {}
-    last_end: dict[int, int] = {}
-    done_new: dict[int, int] = {}  # per stream: max new end of rows that ended (origin) before now
-    done_old: dict[int, int] = {}
-    b_te: list[int] = []
-    b_ws: list[int] = []
-    b_new: list[int] = []
-    b_shift: list[int] = []
-    w_i = done_i = 0
+    """GPU rows in origin start order; a wait is applied before the first GPU row that starts after
+    it ends (on equal times the GPU row first: the wait may have awaited it)."""
+    run = _Pass(trace, dur_new, code, lat, gap, dep_gap, deps)
+    waits = sorted(waits, key=lambda w: (run.call_end[w.call], w.call))
+    w_i = 0
     for r in order.tolist():
-        while w_i < len(waits) and cend_l[waits[w_i].call] < ts_l[r]:
-            done_i = _advance(by_end, done_i, cend_l[waits[w_i].call], end_l, new_end, code_l, done_new, done_old)
-            _wait(waits[w_i], cts_l, cend_l, start, new_end, end_l, done_new, done_old, b_te, b_ws, b_new, b_shift)
+        while w_i < len(waits) and run.call_end[waits[w_i].call] < run.ts[r]:
+            run.wait(waits[w_i])
             w_i += 1
-        c = code_l[r]
-        call = launch_l[r]
-        if c in last_end:
-            lo = max(last_start[c], last_end[c] + gap_l[r])
-        else:  # first on its stream: a kernel queued before the window keeps its start
-            lo = ts_l[r] if call < 0 else -(1 << 62)
-        if call >= 0:
-            le = cend_l[call]
-            k = bisect_right(b_te, le)
-            lo = max(lo, le + (b_shift[k - 1] if k else 0) + lat_l[r])
-        for a in deps.get(r, ()):
-            if start[a] is not None:
-                lo = max(lo, new_end[a] + int(dep_gap[r]))
-        start[r], new_end[r] = lo, lo + dur_l[r]
-        last_start[c], last_end[c] = lo, max(last_end.get(c, lo), lo + dur_l[r])
+        run.place(r)
     for w in waits[w_i:]:
-        done_i = _advance(by_end, done_i, cend_l[w.call], end_l, new_end, code_l, done_new, done_old)
-        _wait(w, cts_l, cend_l, start, new_end, end_l, done_new, done_old, b_te, b_ws, b_new, b_shift)
-    breaks = Breaks(np.array(b_ws, dtype=np.int64), np.array(b_te, dtype=np.int64), np.array(b_new, dtype=np.int64))
-    return np.array(start, dtype=np.int64), breaks
-
-
-def _advance(by_end: list[int], i: int, t: int, end_l: list[int], new_end: list[int], code_l: list[int],
-             done_new: dict[int, int], done_old: dict[int, int]) -> int:
-    while i < len(by_end) and end_l[by_end[i]] <= t:
-        r = by_end[i]
-        c = code_l[r]
-        done_new[c] = max(done_new.get(c, new_end[r]), new_end[r])
-        done_old[c] = max(done_old.get(c, end_l[r]), end_l[r])
-        i += 1
-    return i
-
-
-def _wait(w: links.SyncWait, cts_l: list[int], cend_l: list[int], start: list, new_end: list[int],
-          end_l: list[int], done_new: dict[int, int], done_old: dict[int, int], b_te: list[int],
-          b_ws: list[int], b_new: list[int], b_shift: list[int]) -> None:
-    ts, te = cts_l[w.call], cend_l[w.call]
-    ws = max(ts, b_te[-1]) if b_te else ts
-    shift = b_shift[-1] if b_shift else 0
-    new_start = ts + shift
-    aw_new = aw_old = None
-    if w.row >= 0 and start[w.row] is not None:
-        aw_new, aw_old = new_end[w.row], end_l[w.row]
-    elif w.stream == links.ALL and done_new:
-        aw_new, aw_old = max(done_new.values()), max(done_old.values())
-    elif w.stream in done_new:
-        aw_new, aw_old = done_new[w.stream], done_old[w.stream]
-    end = new_start + (te - ts)
-    if aw_new is not None:
-        wait_old = min(max(aw_old - ts, 0), te - ts)
-        end = max(new_start + (te - ts) - wait_old, aw_new + te - max(ts, aw_old))
-    end = max(end, ws + shift)  # overlapping waits (two threads): keep the CPU map monotone
-    b_te.append(te)
-    b_ws.append(ws)
-    b_new.append(end)
-    b_shift.append(end - te)
+        run.wait(w)
+    return np.array(run.start, dtype=np.int64), run.breaks()
