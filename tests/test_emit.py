@@ -220,3 +220,10 @@ def test_output_loads_in_tb_profiler(tmp_path: Path) -> None:
     data = RunProfileData.parse("worker0", "span", str(out), str(tmp_path))
     profile = RunGenerator("worker0", "span", data).generate_run_profile()
     assert profile is not None and data.has_kernel
+
+
+def test_output_has_ordinary_permissions(tmp_path: Path) -> None:
+    _, _, out = _roundtrip(FIXTURE, tmp_path, 0.5)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~mask

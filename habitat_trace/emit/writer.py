@@ -129,6 +129,12 @@ def render(trace: Any, timeline: Timeline, prediction: Prediction, spec_info: Ma
     return orjson.dumps(doc)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_trace(trace: Any, timeline: Timeline, prediction: Prediction, out: Path,
                 spec_info: Mapping[str, Any]) -> Path:
     """Write the target trace to ``out`` (gzip when it ends with .gz); returns ``out``."""
@@ -141,6 +147,7 @@ def write_trace(trace: Any, timeline: Timeline, prediction: Prediction, out: Pat
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; the output is an ordinary file
         os.replace(tmp, out)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
