@@ -18,7 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from habitat_trace.emit.replay import replay  # noqa: E402
 from habitat_trace.ingest import load  # noqa: E402
+from habitat_trace.ingest import schema as S  # noqa: E402
 from habitat_trace.scale.engine import predict  # noqa: E402
 from habitat_trace.scale.specs import load_catalog  # noqa: E402
 from habitat_trace.summary import step_figures  # noqa: E402
@@ -62,18 +64,15 @@ def target_name(row: dict) -> str:
 
 
 def predicted_figures(trace, pred):
-    """Per-step busy time and span on the target: from the replayed timeline when emit exists,
-    else busy scaled by the step's predicted/origin kernel-time ratio (span scaled likewise)."""
-    try:
-        from habitat_trace.emit.replay import replay, step_figures_of
-    except ImportError:
-        fig = step_figures(trace.steps, trace.gpu).table.copy()
-        g = trace.gpu.assign(pred=pred.dur_ns)
-        ratio = g[g.step >= 0].groupby("step").apply(lambda x: x.pred.sum() / max(x.dur_ns.sum(), 1))
-        fig["gpu_busy_ns"] = fig["gpu_busy_ns"] * fig["step"].map(ratio)
-        fig["gpu_span_ns"] = float("nan")
-        return fig
-    return step_figures_of(trace, replay(trace, pred)).table
+    """Per-step busy time, span and CPU step time on the target, from the replayed timeline."""
+    timeline = replay(trace, pred)
+    gpu = trace.gpu.assign(**{S.TS: timeline.gpu_start_ns, S.END: timeline.gpu_end_ns})
+    steps = trace.steps.copy()
+    if len(steps):
+        rows = steps[S.EVENT].to_numpy()
+        steps[S.TS], steps[S.DUR] = timeline.ts_ns[rows], timeline.dur_ns[rows]
+        steps[S.END] = steps[S.TS] + steps[S.DUR]
+    return step_figures(steps, gpu).table
 
 
 def run(shared: Path) -> list[dict]:
@@ -95,12 +94,22 @@ def run(shared: Path) -> list[dict]:
                    "measured_busy_ms": want.gpu_busy_ns.mean() / 1e6,
                    "predicted_busy_ms": got.gpu_busy_ns.mean() / 1e6,
                    "measured_span_ms": want.gpu_span_ns.mean() / 1e6,
-                   "predicted_span_ms": got.gpu_span_ns.mean() / 1e6}
+                   "predicted_span_ms": got.gpu_span_ns.mean() / 1e6,
+                   "measured_cpu_step_ms": want.cpu_ns.mean() / 1e6, "predicted_cpu_step_ms": got.cpu_ns.mean() / 1e6,
+                   "origin_bound": _bound(base), "measured_bound": _bound(want), "predicted_bound": _bound(got)}
             row["busy_error_pct"] = 100 * (row["predicted_busy_ms"] / row["measured_busy_ms"] - 1)
             row["identity_error_pct"] = 100 * (row["origin_busy_ms"] / row["measured_busy_ms"] - 1)
             row["span_error_pct"] = 100 * (row["predicted_span_ms"] / row["measured_span_ms"] - 1)
             out.append(row)
     return out
+
+
+LAUNCH_BOUND_BUSY_FRACTION = 0.5  # a step whose GPU is busy less than half its span is launch-bound
+
+
+def _bound(fig) -> str:
+    busy, span = fig.gpu_busy_ns.mean(), fig.gpu_span_ns.mean()
+    return "launch" if busy < LAUNCH_BOUND_BUSY_FRACTION * span else "gpu"
 
 
 def markdown(rows: list[dict]) -> str:

@@ -53,7 +53,10 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
     method[is_copy] = COPY
 
     f_mem = facts["bw_origin"] / facts["bw_target"]
-    persistent = g[S.NAME].str.contains(PERSISTENT_KERNELS, regex=True).to_numpy()
+    # a library kernel whose grid fits one wave on the origin was sized to that GPU's SMs: the library
+    # loops over tiles inside it (or picks a grid for the target's SMs there), so its waves are fractional
+    sized_to_gpu = np.isin(kclass, (K.GEMM, K.ATTENTION)) & (facts["waves_origin"] <= 1.0)
+    persistent = g[S.NAME].str.contains(PERSISTENT_KERNELS, regex=True).to_numpy() | sized_to_gpu
     f_comp = wave.wave_factor(facts["waves_origin"], facts["waves_target"], persistent) * facts["rate_ratio"]
     t_t = wave.combine(t_o, facts["gamma"], f_mem, f_comp)
     # copies: device-side ones move at the achievable DRAM bandwidth; host copies cross PCIe/NVLink-C2C,
