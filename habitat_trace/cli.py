@@ -63,6 +63,43 @@ def check(trace: Path = typer.Argument(..., help="Chrome-trace JSON to check aga
     cmd.run(trace)
 
 
+@app.command()
+def compare(trace: Path = typer.Argument(..., help="torch.profiler trace (.json or .json.gz)"),
+            to: str = typer.Option(..., "--to", help="comma-separated target GPUs, e.g. H100,A100,L4"),
+            specs: Optional[Path] = SpecsOpt,
+            price: List[str] = typer.Option([], "--price", help="override a price: GPU=USD per hour (repeatable)"),
+            fmt: str = typer.Option("table", "--format", help="table, json or csv"),
+            plot: Optional[Path] = typer.Option(None, "--plot", help="write a PNG: iteration time and cost per GPU"),
+            origin: Optional[str] = typer.Option(None, "--from", help="origin GPU when deviceProperties lack it")) -> None:
+    """One trace against many GPUs: iteration time, speed-up, cost, memory fit."""
+    from habitat_trace.commands import compare as cmd
+
+    cmd.run(trace, to=to, specs=specs, prices=price, fmt=fmt, plot=plot, origin=origin)
+
+
+@app.command()
+def explain(trace: Path = typer.Argument(..., help="torch.profiler trace (.json or .json.gz)"),
+            to: str = typer.Option(..., "--to", help="target GPU"),
+            specs: Optional[Path] = SpecsOpt,
+            top: int = typer.Option(15, "--top", help="how many ops and kernels"),
+            fmt: str = FormatOpt,
+            origin: Optional[str] = typer.Option(None, "--from", help="origin GPU when deviceProperties lack it")) -> None:
+    """The ops and kernels whose time changes most on the target, and why."""
+    from habitat_trace.commands import explain as cmd
+
+    cmd.run(trace, to=to, specs=specs, top=top, fmt=fmt, origin=origin)
+
+
+@app.command()
+def validate(predicted: Path = typer.Argument(..., help="trace written by `habitat-trace scale`"),
+             measured: Path = typer.Argument(..., help="trace measured on the target GPU"),
+             fmt: str = FormatOpt, top: int = typer.Option(10, "--top", help="worst offenders to list")) -> None:
+    """Compare a predicted trace with a measured one: step, op and kernel errors."""
+    from habitat_trace.commands import validate as cmd
+
+    cmd.run(predicted, measured, fmt=fmt, top=top)
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     """Entry point; ``argv`` (default: sys.argv[1:]) lets tests check the error -> exit code mapping in-process."""
     from habitat_trace.errors import HabitatTraceError
