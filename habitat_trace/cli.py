@@ -15,6 +15,7 @@ import typer
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Predict a PyTorch training step on another GPU from a torch.profiler trace.")
 
+INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE: a bug of ours, not the user's input
 FormatOpt = typer.Option("table", "--format", help="table or json")
 SpecsOpt = typer.Option(None, "--specs", help="extra GPU catalog (TOML, [gpus.\"NAME\"] tables; may use base=)")
 
@@ -114,13 +115,17 @@ def main(argv: Optional[List[str]] = None) -> None:
     except typer.Abort:
         typer.echo("aborted", err=True)
         sys.exit(130)
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+    except Exception as exc:
+        # usage errors come from click (typer vendors its own copy): they know how to show themselves
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            sys.exit(code)
+        if logging.getLogger().isEnabledFor(logging.DEBUG):
+            raise
+        typer.echo(f"error: internal error ({type(exc).__name__}: {exc}); rerun with -vv for the traceback "
+                   "and report it with the trace", err=True)
+        sys.exit(INTERNAL_ERROR_EXIT)
 
 
 if __name__ == "__main__":

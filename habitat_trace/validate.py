@@ -1,0 +1,120 @@
+"""Compare a predicted trace (written by ``scale``) with one measured on the target GPU.
+
+Steps are matched in order (the i-th ProfilerStep of each); ops by root-op name and occurrence
+within the step; kernels by launch order within their matched op, by name first and position
+second, so a library that picked a different kernel on the target still pairs up. Errors are
+predicted / measured - 1.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from habitat_trace.ingest import Trace
+from habitat_trace.ingest import schema as S
+from habitat_trace.summary import step_figures
+
+STEP_FIGURES = ("gpu_busy_ns", "gpu_span_ns", "cpu_ns")
+
+
+def validate(predicted: Trace, measured: Trace, top: int = 10) -> dict[str, Any]:
+    fp = step_figures(predicted.steps, predicted.gpu).table
+    fm = step_figures(measured.steps, measured.gpu).table
+    n = min(len(fp), len(fm))
+    steps = {k: _err(fp[k].iloc[:n].mean(), fm[k].iloc[:n].mean()) | {"predicted_ms": fp[k].iloc[:n].mean() / 1e6,
+                                                                         "measured_ms": fm[k].iloc[:n].mean() / 1e6}
+             for k in STEP_FIGURES}
+    ops = _ops(predicted, measured, n)
+    kernels = _kernels(predicted, measured, n)
+    return {
+        "predicted": str(predicted.path), "measured": str(measured.path),
+        "steps_compared": n, "step": steps,
+        "ops": _summary(ops), "kernels": _summary(kernels),
+        "worst_ops": _worst(ops, top), "worst_kernels": _worst(kernels, top),
+    }
+
+
+def _err(p: float, m: float) -> dict[str, float]:
+    return {"error_pct": float(100 * (p / m - 1)) if m else float("nan")}
+
+
+def _keyed(trace: Trace, steps: int) -> pd.DataFrame:
+    """GPU events of the first ``steps`` steps with their root op's occurrence key and kernel order."""
+    g = trace.gpu[(trace.gpu[S.STEP] >= 0) & (trace.gpu[S.STEP] < steps)].copy()
+    g = g.sort_values([S.STEP, S.LAUNCH_TS, S.TS], kind="stable")
+    root = g[S.ROOT_OP_NAME].where(g[S.ROOT_OP] >= 0, "(no op)")
+    # occurrence of the root op instance within its step, by name: "aten::linear" #3 in step 0
+    first = g.drop_duplicates([S.STEP, S.ROOT_OP])[[S.STEP, S.ROOT_OP]].copy()
+    first["occ"] = first.assign(n=root.loc[first.index]).groupby([S.STEP, "n"]).cumcount()
+    g = g.merge(first, on=[S.STEP, S.ROOT_OP], how="left")
+    g["root"] = root.to_numpy()
+    g["key"] = list(zip(g[S.STEP], g["root"], g["occ"]))
+    g["method"] = [_arg(trace, e, "habitat_method") for e in g[S.EVENT]]
+    return g
+
+
+def _arg(trace: Trace, event: int, key: str) -> str:
+    args = trace.events[int(event)].get("args")
+    return str(args.get(key, "")) if isinstance(args, dict) else ""
+
+
+def _ops(predicted: Trace, measured: Trace, steps: int) -> pd.DataFrame:
+    p, m = _keyed(predicted, steps), _keyed(measured, steps)
+    pa = p.groupby("key").agg(name=("root", "first"), predicted_ns=(S.DUR, "sum"),
+                              method=("method", lambda x: x.mode().iat[0] if len(x) else ""))
+    ma = m.groupby("key").agg(measured_ns=(S.DUR, "sum"))
+    both = pa.join(ma, how="inner")
+    return both.assign(error_pct=100 * (both.predicted_ns / both.measured_ns - 1)).reset_index(drop=True)
+
+
+def _kernels(predicted: Trace, measured: Trace, steps: int) -> pd.DataFrame:
+    p, m = _keyed(predicted, steps), _keyed(measured, steps)
+    mg = {k: list(zip(v["name"], v[S.DUR])) for k, v in m.groupby("key")}
+    rows = []
+    for key, grp in p.groupby("key"):
+        cand = mg.get(key)
+        if not cand:
+            continue
+        for (name, dur, method), (mname, mdur) in _pair(list(zip(grp["name"], grp[S.DUR], grp["method"])), cand):
+            rows.append({"name": name, "measured_name": mname, "predicted_ns": dur, "measured_ns": mdur,
+                         "method": method})
+    k = pd.DataFrame(rows, columns=["name", "measured_name", "predicted_ns", "measured_ns", "method"])
+    return k.assign(error_pct=100 * (k.predicted_ns / k.measured_ns.where(k.measured_ns > 0) - 1))
+
+
+def _pair(pred: list[tuple], meas: list[tuple]) -> list[tuple[tuple, tuple]]:
+    """Same-name kernels pair in order; the rest pair by position among the unmatched."""
+    by_name: dict[str, list[int]] = defaultdict(list)
+    for j, (name, _) in enumerate(meas):
+        by_name[name].append(j)
+    used, out, rest = set(), [], []
+    for item in pred:
+        js = by_name.get(item[0])
+        if js:
+            j = js.pop(0)
+            used.add(j)
+            out.append((item, meas[j]))
+        else:
+            rest.append(item)
+    free = [meas[j] for j in range(len(meas)) if j not in used]
+    out.extend(zip(rest, free))
+    return out
+
+
+def _summary(df: pd.DataFrame) -> dict[str, float]:
+    e = df["error_pct"].replace([np.inf, -np.inf], np.nan).dropna()
+    w = df["measured_ns"].where(df["error_pct"].notna(), 0)
+    weighted = float((e.abs() * w.loc[e.index]).sum() / max(w.loc[e.index].sum(), 1)) if len(e) else float("nan")
+    return {"matched": int(len(df)), "median_abs_error_pct": float(e.abs().median()) if len(e) else float("nan"),
+            "time_weighted_abs_error_pct": weighted,
+            "total_error_pct": float(100 * (df.predicted_ns.sum() / max(df.measured_ns.sum(), 1) - 1))}
+
+
+def _worst(df: pd.DataFrame, top: int) -> list[dict[str, Any]]:
+    """Largest absolute time misses (ns), with their errors and the method that predicted them."""
+    miss = (df.predicted_ns - df.measured_ns).abs()
+    rows = df.assign(miss_ns=miss).sort_values("miss_ns", ascending=False).head(top)
+    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()} for r in rows.to_dict("records")]

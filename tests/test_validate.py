@@ -1,0 +1,61 @@
+"""validate: a prediction compared with a measured trace (steps, ops by name+occurrence, kernels by order)."""
+from __future__ import annotations
+
+import json
+
+from habitat_trace.cli import main
+from habitat_trace.ingest import load
+from habitat_trace.validate import _pair, validate
+from tests.conftest import DATA, TRACES, needs_shared
+
+FIXTURE = DATA / "mlp_b32_fp32.pt.trace.json.gz"
+
+
+def test_a_trace_against_itself_has_no_error() -> None:
+    t = load(FIXTURE)
+    r = validate(t, t)
+    assert r["steps_compared"] == len(t.steps)
+    assert all(v["error_pct"] == 0 for v in r["step"].values())
+    assert r["kernels"]["matched"] == int((t.gpu.step >= 0).sum())
+    assert r["ops"]["total_error_pct"] == 0 and r["kernels"]["median_abs_error_pct"] == 0
+
+
+def test_kernels_pair_by_name_then_position() -> None:
+    pred = [("a", 1, "wave"), ("gemm_x", 2, "roofline-op"), ("b", 3, "wave")]
+    meas = [("a", 10), ("gemm_y", 20), ("b", 30)]
+    pairs = _pair(pred, meas)
+    assert [(p[0], m[0]) for p, m in pairs] == [("a", "a"), ("b", "b"), ("gemm_x", "gemm_y")]
+
+
+def _cli(args: list[str]) -> int:
+    try:
+        main(args)
+    except SystemExit as e:
+        return int(e.code or 0)
+    return 0
+
+
+def test_cli_json_after_scale(tmp_path, capsys) -> None:
+    out = tmp_path / "same.pt.trace.json.gz"
+    assert _cli(["scale", str(FIXTURE), "--to", "H100", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert _cli(["validate", str(out), str(FIXTURE), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["step"]["gpu_busy_ns"]["error_pct"] == 0
+    assert {"worst_ops", "worst_kernels", "ops", "kernels"} <= set(report)
+
+
+@needs_shared
+def test_shared_sm64_pair(tmp_path, capsys) -> None:
+    specs = tmp_path / "sm64.toml"
+    specs.write_text('[gpus."H100-SM64"]\nbase = "H100"\nsms = 64\n')
+    out = tmp_path / "pred.json.gz"
+    assert _cli(["scale", str(TRACES / "h100-sxm/vgg16_b32_fp32.pt.trace.json.gz"), "--to", "H100-SM64",
+                 "--specs", str(specs), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert _cli(["validate", str(out), str(TRACES / "h100-sxm-sm64/vgg16_b32_fp32_sm64.pt.trace.json.gz"),
+                 "--format", "json", "--top", "3"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert abs(r["step"]["gpu_busy_ns"]["error_pct"]) < 10
+    assert r["kernels"]["matched"] > 500 and len(r["worst_kernels"]) == 3
+    assert all(k["method"] in ("wave", "roofline-op", "copy", "fallback") for k in r["worst_kernels"])
