@@ -97,11 +97,40 @@ def run(shared: Path) -> list[dict]:
                    "predicted_span_ms": got.gpu_span_ns.mean() / 1e6,
                    "measured_cpu_step_ms": want.cpu_ns.mean() / 1e6, "predicted_cpu_step_ms": got.cpu_ns.mean() / 1e6,
                    "origin_bound": _bound(base), "measured_bound": _bound(want), "predicted_bound": _bound(got)}
+            row.update(_class_times(trace, pred, measured))
             row["busy_error_pct"] = 100 * (row["predicted_busy_ms"] / row["measured_busy_ms"] - 1)
             row["identity_error_pct"] = 100 * (row["origin_busy_ms"] / row["measured_busy_ms"] - 1)
             row["span_error_pct"] = 100 * (row["predicted_span_ms"] / row["measured_span_ms"] - 1)
             out.append(row)
     return out
+
+
+def _class_times(trace, pred, measured) -> dict:
+    """Per kernel class: mean per-step kernel time predicted (origin's kernels) and measured (target's)."""
+    out = {}
+    g = trace.gpu.assign(pred=pred.dur_ns)
+    g, m = g[g[S.STEP] >= 0], measured.gpu[measured.gpu[S.STEP] >= 0]
+    p_cls = g.groupby(S.KCLASS)["pred"].sum() / max(len(trace.steps), 1)
+    m_cls = m.groupby(S.KCLASS)[S.DUR].sum() / max(len(measured.steps), 1)
+    for cls in sorted(set(p_cls.index) | set(m_cls.index)):
+        out[f"class_{cls}_predicted_ms"] = float(p_cls.get(cls, 0.0)) / 1e6
+        out[f"class_{cls}_measured_ms"] = float(m_cls.get(cls, 0.0)) / 1e6
+    return out
+
+
+def by_class(rows: list[dict]) -> str:
+    """Time-weighted |error| of the per-step kernel time of each class, over all pairs."""
+    classes = sorted({k.split("_")[1] for r in rows for k in r if k.startswith("class_")})
+    out = ["| kernel class | pairs | measured ms (sum) | time-weighted abs error |", "|---|---:|---:|---:|"]
+    for cls in classes:
+        pairs = [(r.get(f"class_{cls}_predicted_ms", 0.0), r.get(f"class_{cls}_measured_ms", 0.0)) for r in rows]
+        pairs = [(p, m) for p, m in pairs if m > 0]
+        if not pairs:
+            continue
+        meas = sum(m for _, m in pairs)
+        err = sum(abs(p - m) for p, m in pairs) / meas
+        out.append(f"| {cls} | {len(pairs)} | {meas:.1f} | {100 * err:.1f}% |")
+    return "\n".join(out) + "\n"
 
 
 LAUNCH_BOUND_BUSY_FRACTION = 0.5  # a step whose GPU is busy less than half its span is launch-bound
@@ -122,7 +151,7 @@ def markdown(rows: list[dict]) -> str:
                    f"{r['identity_error_pct']:+.1f}% | {r['measured_span_ms']:.2f} | {r['predicted_span_ms']:.2f} | "
                    f"{r['span_error_pct']:+.1f}% |")
     out.append("")
-    return summary(rows) + "\n" + "\n".join(out) + "\n"
+    return summary(rows) + "\n" + by_class(rows) + "\n" + "\n".join(out) + "\n"
 
 
 def summary(rows: list[dict]) -> str:
@@ -148,7 +177,8 @@ def main() -> None:
     rows = run(a.shared)
     a.out.mkdir(parents=True, exist_ok=True)
     with (a.out / "accuracy.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        fields = list(dict.fromkeys(k for r in rows for k in r))  # union, first-seen order
+        w = csv.DictWriter(f, fieldnames=fields, restval="")
         w.writeheader()
         w.writerows(rows)
     md = markdown(rows)
