@@ -121,9 +121,10 @@ def report(err: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     lines += ["", "wave: registers and shared memory are not in the NeuSight data; 128 registers/thread and 16 KiB",
               "shared memory per block assumed, origin grid reused on the target.", "",
               "Tried on 2026-11-22 (median per held-out GPU A100/P100/P4/T4/V100, mlp): without TDP",
-              "34/13/134/33/14%; without the L2 ratio 21/17/41/50/17%; 2x32 units with weight decay 1e-2",
-              "23/17/31/42/18%; softmax mix of fixed/peak/bandwidth/wave ratios 22/26/28/28/27%; direct",
-              "prediction of t_target (no origin time) 41/19/108/51/19%; mean of 4 seeds 28/12/28/30/14%.",
+              "34/13/134/33/14%; without the L2 ratio 21/17/41/50/17%; also 2x32 units, weight decay 1e-2",
+              "23/17/31/42/18%; without TDP: softmax mix of fixed/peak/bandwidth/wave ratios 22/26/28/28/27%,",
+              "direct prediction of t_target (with TDP, no origin time) 41/19/108/51/19%; mean of 4 seeds",
+              "28/12/28/30/14%.",
               "Shipped: one seed, all features incl. TDP. The held-out GPU's error swings by 10-20 points",
               "between such variants: four training GPUs do not pin down the extrapolation."]
     return table, "\n".join(lines) + "\n"
