@@ -1,0 +1,183 @@
+"""GEMM / bmm / linear microbenchmark for the learned kernel model (issue 6). Run on a GPU machine:
+
+    python benchmarks/collect/gemm_microbench.py --out DIR [--sms N] [--budget-s 220] [--dtypes fp32,tf32,bf16,fp16,fp8]
+
+Times each (op, dtype, B, M, N, K) with CUDA events (median of repeats after warm-up), and profiles one call with
+torch.profiler for the kernel names and grids/blocks. Writes DIR/gemm_<gpu>[_smN].csv in the NeuSight column
+layout (OPName, Latency [ms], Device, ..., B, M, N, K) plus DType and SMs, and DIR/device.json. ``--sms N`` runs
+inside a green context of N SMs exactly as ../shared/tools/collect_traces.py does. Shapes come from real models
+(GPT-2/LLaMA/BERT projections and MLPs, attention bmm, ResNet-style im2col GEMMs) at several token counts, plus a
+seeded log-uniform sample; the run stops when ``--budget-s`` is spent (default keeps it under ~4 minutes).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import random
+import statistics
+import time
+
+import torch
+
+T0 = time.time()
+COLUMNS = ["OPName", "Latency", "Device", "Torch Version", "CUDNN Version", "Kernel Name", "Warps per SM",
+           "Blocks per SM", "Grid x", "Grid y", "Grid z", "Block x", "Block y", "Block z", "CUDA Version", "Kernels",
+           "B", "M", "N", "K", "DType", "SMs", "Repeats"]
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
+          "fp8": getattr(torch, "float8_e4m3fn", None)}
+# (d_model, d_ff, heads) of models whose GEMMs dominate training/inference traces
+MODELS = [(768, 3072, 12), (1024, 4096, 16), (2048, 8192, 16), (4096, 11008, 32), (4096, 14336, 32),
+          (5120, 13824, 40), (8192, 28672, 64)]
+TOKENS = [128, 512, 2048, 8192]
+
+
+def model_shapes() -> list[tuple[str, int, int, int, int]]:
+    """(op, B, M, N, K): linear = [M, K] x [N, K]^T, bmm = B x [M, K] x [K, N]."""
+    out = []
+    for d, ff, h in MODELS:
+        for t in TOKENS:
+            out += [("linear", 1, t, 3 * d, d), ("linear", 1, t, d, d), ("linear", 1, t, ff, d),
+                    ("linear", 1, t, d, ff)]
+            for seq in (512, 2048):
+                if t % seq == 0 or t == seq:
+                    b = max(t // seq, 1) * h
+                    out += [("bmm", b, seq, seq, d // h), ("bmm", b, seq, d // h, seq)]
+    for c_in, c_out, hw in ((64, 64, 56), (128, 128, 28), (256, 256, 14), (512, 512, 7)):
+        for bs in (32, 128):  # conv 3x3 as im2col GEMM: [N*H*W, C*9] x [C*9, O]
+            out.append(("linear", 1, bs * hw * hw, c_out, c_in * 9))
+    return out
+
+
+def random_shapes(n: int, seed: int) -> list[tuple[str, int, int, int, int]]:
+    rng = random.Random(seed)
+    dim = lambda lo, hi: int(round(2 ** rng.uniform(lo, hi)))  # noqa: E731
+    out = []
+    for _ in range(n):
+        if rng.random() < 0.5:
+            out.append(("linear", 1, dim(4, 14), dim(4, 14), dim(4, 14)))
+        else:
+            out.append(("bmm", dim(0, 9), dim(4, 12), dim(4, 12), dim(4, 12)))
+    return out
+
+
+def make_call(op: str, dtype: str, b: int, m: int, n: int, k: int):
+    dev = "cuda"
+    if dtype == "fp8":
+        a = torch.randn(m, k, device=dev).to(DTYPES["fp8"])
+        w = torch.randn(n, k, device=dev).to(DTYPES["fp8"])
+        one = torch.ones((), device=dev)
+        return lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    dt = DTYPES[dtype]
+    if op == "linear":
+        x, w = torch.randn(m, k, device=dev, dtype=dt), torch.randn(n, k, device=dev, dtype=dt)
+        return lambda: torch.nn.functional.linear(x, w)
+    x, y = torch.randn(b, m, k, device=dev, dtype=dt), torch.randn(b, k, n, device=dev, dtype=dt)
+    return lambda: torch.bmm(x, y)
+
+
+def time_ms(call, repeats: int) -> float:
+    for _ in range(3):
+        call()
+    ts = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        call()
+        b.record()
+        torch.cuda.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def kernels(call) -> list[dict]:
+    """Name, grid and block of each GPU kernel of one call, from the Kineto trace torch.profiler exports
+    (FunctionEvent has no grid; the chrome trace's kernel events carry args.grid / args.block)."""
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+        prof.export_chrome_trace(tmp.name)
+        with open(tmp.name) as fh:
+            events = json.load(fh).get("traceEvents", [])
+    return [{"name": e["name"], "grid": tuple(e.get("args", {}).get("grid", (0, 0, 0))),
+             "block": tuple(e.get("args", {}).get("block", (0, 0, 0)))}
+            for e in events if e.get("cat") == "kernel"]
+
+
+def row(op, dtype, b, m, n, k, t_ms, ks, info, sms, repeats) -> dict:
+    main = max(ks, key=lambda x: x["grid"][0] * x["grid"][1] * x["grid"][2]) if ks else \
+        {"name": "", "grid": (0, 0, 0), "block": (0, 0, 0)}
+    return {"OPName": op, "Latency": t_ms, "Device": info["name"], "Torch Version": torch.__version__,
+            "CUDNN Version": info["cudnn"], "Kernel Name": main["name"], "Warps per SM": "", "Blocks per SM": "",
+            "Grid x": main["grid"][0], "Grid y": main["grid"][1], "Grid z": main["grid"][2],
+            "Block x": main["block"][0], "Block y": main["block"][1], "Block z": main["block"][2],
+            "CUDA Version": torch.version.cuda, "Kernels": "".join(";" + x["name"] for x in ks),
+            "B": b, "M": m, "N": n, "K": k, "DType": dtype, "SMs": sms, "Repeats": repeats}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--sms", type=int, default=0, help="run inside a green context limited to this many SMs")
+    ap.add_argument("--budget-s", type=float, default=220, help="stop starting new shapes after this many seconds")
+    ap.add_argument("--dtypes", default="fp32,tf32,bf16,fp16,fp8")
+    ap.add_argument("--random", type=int, default=400, help="extra log-uniform shapes")
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    stream_ctx = None
+    if a.sms:
+        from torch.cuda import green_contexts as gcm
+        torch.cuda.init(); torch.zeros(1, device="cuda")
+        gc = gcm.GreenContext.create(a.sms, 0) if hasattr(gcm.GreenContext, "create") else gcm.GreenContext(num_sms=a.sms)
+        stream_ctx = torch.cuda.stream(gc.Stream())
+        print("green context", a.sms, flush=True)
+    if stream_ctx is not None:
+        stream_ctx.__enter__()
+    os.makedirs(a.out, exist_ok=True)
+    p = torch.cuda.get_device_properties(0)
+    info = dict(name=p.name, sms=p.multi_processor_count, cc=f"{p.major}.{p.minor}", torch=torch.__version__,
+                cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
+    with open(os.path.join(a.out, "device.json"), "w") as f:
+        json.dump(info, f)
+    dtypes = [d for d in a.dtypes.split(",") if d]
+    if "fp8" in dtypes and (DTYPES["fp8"] is None or not hasattr(torch, "_scaled_mm") or p.major < 9):
+        dtypes.remove("fp8")
+    shapes = model_shapes() + random_shapes(a.random, a.seed)
+    random.Random(a.seed).shuffle(shapes)  # so a budget cut leaves an unbiased sample
+    suffix = f"_sm{a.sms}" if a.sms else ""
+    path = os.path.join(a.out, f"gemm_{p.name.replace(' ', '_')}{suffix}.csv")
+    done = 0
+    with open(path, "w", newline="") as fh:
+        out = csv.DictWriter(fh, COLUMNS)
+        out.writeheader()
+        for op, b, m, n, k in shapes:
+            if time.time() - T0 > a.budget_s:
+                print(f"budget spent after {done} rows", flush=True)
+                break
+            for dtype in dtypes:
+                if dtype == "fp8" and (op != "linear" or m % 16 or n % 16 or k % 16):
+                    continue  # _scaled_mm: 2-D only, dims multiple of 16
+                torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+                try:
+                    call = make_call(op, dtype, b, m, n, k)
+                    t_ms = time_ms(call, a.repeats)
+                    ks = kernels(call)
+                except torch.OutOfMemoryError:
+                    torch.cuda.empty_cache()
+                    continue
+                except RuntimeError as exc:  # unsupported dtype/shape combination on this GPU
+                    print(f"skip {op} {dtype} {b}x{m}x{n}x{k}: {str(exc).splitlines()[0]}", flush=True)
+                    continue
+                out.writerow(row(op, dtype, b, m, n, k, t_ms, ks, info, a.sms or info["sms"], a.repeats))
+                done += 1
+            fh.flush()
+    print(f"wrote {done} rows to {path} in {time.time() - T0:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""The shipped GEMM ratio model: small, torch-free at predict time, never faster than the roofline, accurate on a
+held-out slice of the NeuSight data (shapes kept out of training by train_gemm.held_out_shapes)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from habitat_trace.scale.learned import gemm_time_ratio, gemm_time_ratios
+from habitat_trace.scale.learned import model as M
+from habitat_trace.scale.specs import load_catalog
+from tests.conftest import ROOT, SHARED
+
+NEUSIGHT = SHARED / "data" / "neusight"
+needs_neusight = pytest.mark.skipif(not NEUSIGHT.is_dir(), reason="../shared/data/neusight is absent")
+CATALOG = load_catalog()
+GPUS = ["P100 PCIe 16GB", "P4", "T4", "V100 PCIe 32GB", "A100 PCIe 40GB", "H100 SXM5 80GB", "L4", "B200"]
+MAX_MODEL_BYTES = 5 * 1024 * 1024  # issue 6: the shipped model stays under 5 MB
+# median |error| on shapes the shipped model never saw, between the GPUs it was trained on; measured 2026-11-22
+# (see the report in benchmarks/results/learned_logo.md); the bound leaves room for retraining noise
+HELD_OUT_MEDIAN_ERROR = 0.15
+
+
+def test_model_is_small_and_loads():
+    assert M.WEIGHTS.stat().st_size <= MAX_MODEL_BYTES
+    mlp = M.load()
+    assert mlp.mean.shape == (len(M.FEATURES),)
+    assert "NeuSight" in mlp.meta
+
+
+def test_inference_does_not_import_torch():
+    code = ("import sys; from habitat_trace.scale.learned import gemm_time_ratio; "
+            "from habitat_trace.scale.specs import load_catalog; c = load_catalog(); "
+            "r = gemm_time_ratio(512, 512, 512, 1, 'fp32', c.resolve('V100'), c.resolve('A100'), 1e5); "
+            "assert r is not None; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_out_of_domain_is_none():
+    v100, a100 = CATALOG.resolve("V100"), CATALOG.resolve("A100")
+    assert gemm_time_ratio(512, 512, 512, 1, "bf16", v100, a100, 1e5) is None  # no bf16 data yet
+    assert gemm_time_ratio(0, 512, 512, 1, "fp32", v100, a100, 1e5) is None
+    assert gemm_time_ratio(512, 512, 10**7, 1, "fp32", v100, a100, 1e5) is None
+    assert np.isnan(gemm_time_ratios([512, 0], 512, 512, 1, "fp32", v100, a100, 1e5)[1])
+
+
+@given(m=st.integers(1, 16384), n=st.integers(1, 16384), k=st.integers(1, 16384), b=st.integers(1, 512),
+       t_us=st.floats(1.0, 1e5), o=st.sampled_from(GPUS), t=st.sampled_from(GPUS))
+def test_never_faster_than_the_target_roofline(m, n, k, b, t_us, o, t):
+    origin, target = CATALOG.resolve(o), CATALOG.resolve(t)
+    r = gemm_time_ratio(m, n, k, b, "fp32", origin, target, t_us * 1e3)
+    assert r is not None and np.isfinite(r) and r > 0
+    flops, nbytes = M.gemm_cost(b, m, n, k)
+    floor_ns = max(flops / (target.fp32_tflops * 1e3), nbytes / target.memory_bandwidth_gbs)
+    assert r * t_us * 1e3 >= floor_ns * (1 - 1e-9)
+
+
+@needs_neusight
+def test_held_out_shapes_are_predicted_within_bound():
+    sys.path.insert(0, str(ROOT / "benchmarks" / "learned"))
+    import train_gemm as T
+    from habitat_trace.scale.learned import data as D
+
+    wide = D.joined(D.load_neusight(NEUSIGHT))
+    test = wide[T.held_out_shapes(wide)].iloc[::4]
+    gpus = D.gpus(wide)
+    p = D.pairs(test, gpus, gpus)
+    pred = np.concatenate([
+        q.t_origin_ms.to_numpy() * gemm_time_ratios(q.m, q.n, q.k, q.b, "fp32", CATALOG.resolve(o),
+                                                    CATALOG.resolve(t), q.t_origin_ms.to_numpy() * 1e6)
+        for (o, t), q in p.groupby(["origin", "target"])])
+    truth = np.concatenate([q.t_target_ms.to_numpy() for _, q in p.groupby(["origin", "target"])])
+    err = np.abs(pred - truth) / truth
+    assert len(err) > 1000 and np.isfinite(err).all()
+    assert np.median(err) <= HELD_OUT_MEDIAN_ERROR
