@@ -75,12 +75,16 @@ def predicted_figures(trace, pred):
     return step_figures(steps, gpu).table
 
 
-def run(shared: Path) -> list[dict]:
+def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[str, ...] = ()) -> list[dict]:
     catalog = load_catalog(SM_SPECS)
     out = []
     for dataset, folder in datasets(shared):
+        if only_sets and dataset not in only_sets:
+            continue
         cache: dict[str, object] = {}
         for category, o, m in pairs(folder):
+            if only_categories and category not in only_categories:
+                continue
             trace = cache.get(o["trace"]) or cache.setdefault(o["trace"], load(folder / o["trace"]))
             measured = load(folder / m["trace"])
             origin = catalog.for_device(trace.device_name)
