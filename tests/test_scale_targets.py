@@ -54,9 +54,7 @@ def test_written_outputs(name: str, tmp_path) -> None:
         scaled = load(out)
         assert len(scaled.gpu) == len(original.gpu)
         assert (scaled.gpu["dur_ns"] > 0).all()
-        target = CATALOG.resolve(scaled.meta["habitat_trace"]["target"]["name"]
-                                 if isinstance(scaled.meta["habitat_trace"]["target"], dict)
-                                 else scaled.meta["habitat_trace"]["target"])
+        target = CATALOG.resolve(scaled.meta["habitat_trace"]["target"])
         assert scaled.devices[0]["name"] == target.name
         errors, _ = compare(original.events, scaled.events)
         assert not errors
