@@ -165,7 +165,10 @@ def _gamma(g: pd.DataFrame, nbytes: np.ndarray, bw_origin: np.ndarray) -> np.nda
     op_cls = pd.Series(library).groupby(g[S.OP].to_numpy()).transform("any").to_numpy()
     helper = op_cls & ~library & (g[S.OP].to_numpy() >= 0)
     used = np.where(helper, np.nan, used)
-    return np.where(np.isfinite(used), np.clip(used, 0.0, 1.0), default)
+    # more bytes than the DRAM could move in the measured time: the surplus hit in L2, so at most
+    # 1/used of the traffic (and of the time) can have been DRAM-bound
+    dram_share = np.where(used > 1.0, 1.0 / np.maximum(used, 1e-9), used)
+    return np.where(np.isfinite(used), np.clip(dram_share, 0.0, 1.0), default)
 
 
 def _time_share_in_op(g: pd.DataFrame, library_only: bool = True) -> np.ndarray:
