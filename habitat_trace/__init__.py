@@ -16,7 +16,8 @@ _LAZY = {  # public name -> module that defines it
     "Trace": "habitat_trace.api",
     "tensorboard_trace_handler": "habitat_trace.hook",
 }
-__all__ = ["__version__", "compare", *_LAZY]
+# "compare" is left out: `from habitat_trace import *` must work before habitat_trace.compare exists
+__all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
@@ -36,4 +37,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | {"compare"})
