@@ -1,8 +1,11 @@
 """Shared test set-up: the deterministic hypothesis profile for CI and the ../shared data location."""
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -22,3 +25,33 @@ needs_shared = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared data is
 
 needs_external = pytest.mark.skipif(not EXTERNAL.is_dir(), reason="../shared external traces are absent")
 MLP_FIXTURE = DATA / "mlp_b32_fp32.pt.trace.json.gz"  # tests/data/README.md says where it comes from
+
+
+def viewer(module: str, package: str) -> Any:
+    """Import a trace viewer (``hta``, ``torch_tb_profiler``) for a loading test.
+
+    Skips, with the reason, only when it is not installed and ``CI`` is unset: under CI a missing viewer
+    fails the test, and so does one that is installed but cannot be imported (a broken install).
+    """
+    if importlib.util.find_spec(module) is None and not os.environ.get("CI"):
+        pytest.skip(f"{package} is not installed (pip install '.[test]'); CI runs this test")
+    if module == "hta":
+        os.environ.setdefault("HTA_DISABLE_NS_ROUNDING", "1")  # keep Kineto's ns; must precede the import
+    return importlib.import_module(module)
+
+
+def assert_perfetto_ok(output: Path | str, original: Path | str | None = None) -> None:
+    """Perfetto's JSON-import rules (habitat_trace.emit.check) on a trace a test wrote.
+
+    With ``original``, violations the original already had are allowed (real Kineto traces have some);
+    without it, the output must have none.
+    """
+    from habitat_trace.emit.check import check_events, compare
+    from habitat_trace.ingest.reader import read_document
+
+    events = read_document(Path(output))["traceEvents"]
+    if original is None:
+        errors = check_events(events)
+    else:
+        errors, _ = compare(read_document(Path(original))["traceEvents"], events)
+    assert errors == [], f"{output}: " + "; ".join(map(str, errors[:5]))

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.util
 import os
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from habitat_trace.emit.writer import us_text, write_trace
 from habitat_trace.errors import OutputError
 from habitat_trace.ingest import load
 from habitat_trace.ingest.reader import read_document
-from tests.conftest import DATA, EXTERNAL, TRACES, needs_shared
+from tests.conftest import DATA, EXTERNAL, TRACES, assert_perfetto_ok, needs_shared, viewer
 from tests.emit_helpers import scaled, spec
 
 FIXTURE = DATA / "emit_mlp_h100.pt.trace.json.gz"
@@ -191,18 +190,12 @@ def test_golden_tiny_trace(tmp_path: Path) -> None:
         assert expected in text, expected
 
 
-def _hta_or_skip():
-    if importlib.util.find_spec("hta") is None:
-        pytest.skip("HolisticTraceAnalysis is not installed (pip install .[test])")
-    os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
+def test_output_loads_in_hta(tmp_path: Path) -> None:
+    viewer("hta", "HolisticTraceAnalysis")
     from hta.trace_analysis import TraceAnalysis
 
-    return TraceAnalysis
-
-
-def test_output_loads_in_hta(tmp_path: Path) -> None:
-    TraceAnalysis = _hta_or_skip()
     _, _, out = _roundtrip(FIXTURE, tmp_path, 0.5)
+    assert_perfetto_ok(out, FIXTURE)
     analysis = TraceAnalysis(trace_files={0: str(out)}, include_last_profiler_step=True)
     temporal = analysis.get_temporal_breakdown(visualize=False)
     assert len(temporal) == 1 and float(temporal["compute_time(us)"].iloc[0]) > 0
@@ -211,12 +204,12 @@ def test_output_loads_in_hta(tmp_path: Path) -> None:
 
 
 def test_output_loads_in_tb_profiler(tmp_path: Path) -> None:
-    if importlib.util.find_spec("torch_tb_profiler") is None:
-        pytest.skip("torch-tb-profiler is not installed (pip install .[test])")
+    viewer("torch_tb_profiler", "torch-tb-profiler")
     from torch_tb_profiler.profiler.data import RunProfileData
     from torch_tb_profiler.profiler.run_generator import RunGenerator
 
     _, _, out = _roundtrip(FIXTURE, tmp_path, 0.5)
+    assert_perfetto_ok(out, FIXTURE)
     data = RunProfileData.parse("worker0", "span", str(out), str(tmp_path))
     profile = RunGenerator("worker0", "span", data).generate_run_profile()
     assert profile is not None and data.has_kernel

@@ -140,8 +140,13 @@ def write_trace(trace: Any, timeline: Timeline, prediction: Prediction, out: Pat
     """Write the target trace to ``out`` (gzip when it ends with .gz); returns ``out``."""
     out = Path(out)
     check_output(out, (trace.path,))
-    data = render(trace, timeline, prediction, spec_info)
-    if out.name.endswith(".gz"):
+    return write_bytes(render(trace, timeline, prediction, spec_info), out)
+
+
+def write_bytes(data: bytes, out: Path, gzipped: bool = False) -> Path:
+    """Write JSON bytes to ``out`` atomically (gzip when it ends with .gz, unless ``data`` already is
+    gzip); returns ``out``."""
+    if out.name.endswith(".gz") and not gzipped:
         data = gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
     try:

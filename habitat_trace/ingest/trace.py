@@ -69,6 +69,13 @@ def load(path: str | Path, require_gpu: bool = True) -> Trace:
         return _build(path, reader.read_document(path), require_gpu)
 
 
+def from_document(path: str | Path, doc: dict[str, Any], require_gpu: bool = True) -> Trace:
+    """A Trace from an already parsed Kineto document (e.g. a rendered target trace); ``path`` names it
+    in messages. ``doc`` must be a dict with a ``traceEvents`` list; its events are not copied."""
+    with _gc_paused():
+        return _build(Path(path), doc, require_gpu)
+
+
 @contextmanager
 def _gc_paused() -> Iterator[None]:
     """Parsing and building the tables allocate millions of dicts, lists and tuples; each automatic

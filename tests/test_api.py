@@ -1,0 +1,147 @@
+"""Python API: load/scale/kernels/ops/summary/write, the docstring examples, README's Python snippets, compare."""
+from __future__ import annotations
+
+import doctest
+import gzip
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import habitat_trace
+from habitat_trace import api, hook
+from habitat_trace.errors import OutputError, SpecError
+from tests.conftest import MLP_FIXTURE, ROOT, assert_perfetto_ok
+
+HAS_COMPARE = importlib.util.find_spec("habitat_trace.compare") is not None
+needs_compare = pytest.mark.skipif(not HAS_COMPARE, reason="habitat_trace.compare (issue 7) is not merged yet")
+
+
+@pytest.fixture(scope="module")
+def trace() -> api.Trace:
+    return habitat_trace.load(MLP_FIXTURE)
+
+
+@pytest.fixture(scope="module")
+def a100(trace: api.Trace) -> api.Trace:
+    return trace.scale(to="A100")
+
+
+def readme_block(section: str, index: int = 0) -> str:
+    """The ``index``-th ```python block of README section ``## <section>``."""
+    text = (ROOT / "README.md").read_text()
+    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", body, re.S)[index]
+
+
+def in_repo_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from ``tmp_path`` with ``tests/data`` visible there, so README snippets write nothing in the repo."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "data").symlink_to(MLP_FIXTURE.parent)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_import_is_cheap() -> None:
+    code = "import sys, habitat_trace; print(sorted({'pandas', 'numpy', 'orjson'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("module", [api, hook])
+def test_docstring_examples(module, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_kernels_and_ops(trace: api.Trace) -> None:
+    k, ops = trace.kernels, trace.ops
+    assert len(k) == 134 and k["start_ns"].dtype == np.int64 and k["dur_ns"].dtype == np.int64
+    assert {"name", "class", "stream", "grid_x", "block_x", "op", "op_chain", "step"} <= set(k.columns)
+    assert set(k["step"]) == {3, 4}
+    assert all(chain.endswith(op) for chain, op in zip(k["op_chain"], k["op"]))
+    assert "method" not in k.columns
+    assert len(ops) == len(trace.tables.ops) and ops["start_ns"].dtype == np.int64
+    assert trace.summary()["kernels"]["count"] == 134 and "scaled" not in trace.summary()
+
+
+def test_scaled_times_are_the_written_trace(a100: api.Trace, tmp_path: Path) -> None:
+    out = a100.write(tmp_path / "a100.pt.trace.json.gz")
+    assert_perfetto_ok(out, MLP_FIXTURE)
+    again = habitat_trace.load(out)
+    assert again.tables.device_name == "A100 SXM4 80GB" and again.gpu == "A100 SXM4 80GB"
+    assert again.scale(to="H100").prediction.origin.name == "A100 SXM4 80GB"
+    k, k2 = a100.kernels, again.kernels
+    assert (k["start_ns"] == k2["start_ns"]).all() and (k["dur_ns"] == k2["dur_ns"]).all()
+    assert (k["dur_ns"].to_numpy() == a100.prediction.dur_ns).all()
+    assert (a100.ops["start_ns"] == again.ops["start_ns"]).all()
+    assert set(k["method"]) <= {"wave", "roofline-op", "copy", "fallback"}
+    assert (k["origin_dur_ns"] > 0).all() and not k["dur_ns"].equals(k["origin_dur_ns"])
+
+
+def test_scaled_summary_and_repr(a100: api.Trace, trace: api.Trace) -> None:
+    s = a100.summary()
+    assert s["scaled"]["origin"] == "H100 SXM5 80GB" and s["scaled"]["target"] == "A100 SXM4 80GB"
+    assert sum(s["scaled"]["methods"].values()) == 134
+    assert s["steps"]["mean"]["gpu_busy_ms"] != trace.summary()["steps"]["mean"]["gpu_busy_ms"]
+    assert "scaled_from='H100 SXM5 80GB'" in repr(a100) and a100.gpu == "A100 SXM4 80GB"
+
+
+def test_scale_to_own_gpu_keeps_every_time(trace: api.Trace) -> None:
+    same = trace.scale(to="H100")
+    assert (same.kernels["start_ns"] == trace.kernels["start_ns"]).all()
+    assert (same.ops[["start_ns", "dur_ns"]] == trace.ops[["start_ns", "dur_ns"]]).all().all()
+    assert set(same.kernels["method"]) == {"identity"}
+
+
+def test_scale_a_scaled_trace(a100: api.Trace) -> None:
+    back = a100.scale(to="H100")
+    assert back.prediction.origin.name == "A100 SXM4 80GB" and back.gpu == "H100 SXM5 80GB"
+
+
+def test_unknown_gpu_names_the_catalog(trace: api.Trace) -> None:
+    with pytest.raises(SpecError, match="unknown GPU 'A1000'"):
+        trace.scale(to="A1000")
+
+
+def test_write_original_unchanged(trace: api.Trace, tmp_path: Path) -> None:
+    gz = trace.write(tmp_path / "copy.pt.trace.json.gz")
+    assert gz.read_bytes() == MLP_FIXTURE.read_bytes()
+    plain = trace.write(tmp_path / "copy.pt.trace.json")
+    assert plain.read_bytes() == gzip.decompress(MLP_FIXTURE.read_bytes())
+    assert_perfetto_ok(plain, MLP_FIXTURE)
+    with pytest.raises(OutputError, match="is the input trace"):
+        trace.write(MLP_FIXTURE)
+
+
+def test_readme_python_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    in_repo_copy(tmp_path, monkeypatch)
+    exec(compile(readme_block("Use it from Python"), "README.md", "exec"), {})
+    out = tmp_path / "mlp.a100.pt.trace.json.gz"
+    assert habitat_trace.load(out).gpu == "A100 SXM4 80GB"  # deviceProperties name the target
+    assert_perfetto_ok(out, MLP_FIXTURE)
+
+
+@needs_compare
+def test_compare_entry_point() -> None:
+    frame = habitat_trace.compare(str(MLP_FIXTURE), to=["A100", "L4"])
+    assert isinstance(frame, pd.DataFrame) and len(frame) >= 2
+    assert callable(habitat_trace.compare.compare)  # still the module, too
+    assert isinstance(api.compare(MLP_FIXTURE, to=["A100"]), pd.DataFrame)
+
+
+@needs_compare
+def test_readme_compare_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    in_repo_copy(tmp_path, monkeypatch)
+    exec(compile(readme_block("Use it from Python", 1), "README.md", "exec"), {})
+
+
+@pytest.mark.skipif(HAS_COMPARE, reason="habitat_trace.compare exists")
+def test_compare_missing_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="habitat_trace.compare is not in this installation"):
+        habitat_trace.compare  # noqa: B018
