@@ -144,4 +144,4 @@ def print_table(table: Any) -> None:
                   f" fits = peak x {FRAGMENTATION_FACTOR} + {CONTEXT_GIB:g} GiB <= the GPU's memory")
     prices = sorted({f"{r['gpu']}: {r['price_source']}" for r in rows if r["price_source"]})
     if prices:
-        console.print("prices (on-demand, per GPU): " + "; ".join(prices))
+        console.print("prices (on-demand, per GPU): " + "; ".join(prices), soft_wrap=True)
