@@ -17,6 +17,7 @@ from habitat_trace.ingest import schema as S
 EMPTY_ARGS: dict[str, Any] = {}
 _ABSENT = object()  # a key that is not there (unlike one set to null)
 _NO_CAT = object()  # an event without "cat" (metadata, [memory] instants)
+CAT_INSTANT = "cpu_instant_event"
 _NOT_EVENT = 1.5  # a traceEvents entry that is not an object: no category string, never bucketed
 
 
@@ -42,6 +43,8 @@ def bucket_events(events: list[Any]) -> dict[str, list[int]]:
                 buckets["[memory]"].extend(mem)
         elif isinstance(cat, str):
             buckets[S.CATEGORY_ALIASES.get(cat, cat)].extend(rows)
+            if cat == CAT_INSTANT:  # torch >= 1.13 writes [memory] instants with this category
+                buckets["[memory]"].extend(i for i in rows if events[i].get("name") == "[memory]")
     for rows in buckets.values():
         rows.sort()
     return buckets

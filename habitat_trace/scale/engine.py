@@ -40,7 +40,7 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
     if same_gpu(origin, target):
         return Prediction(origin, target, np.maximum(g[S.DUR].to_numpy(), 1), np.full(n, IDENTITY, dtype=object),
                           np.full(n, "", dtype=object))
-    facts = _kernel_facts(trace, origin, target)
+    facts = kernel_facts(trace, origin, target)
     method = np.full(n, WAVE, dtype=object)
     reason = np.full(n, "", dtype=object)
     kclass = g[S.KCLASS].to_numpy()
@@ -52,12 +52,7 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
     is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
     method[is_copy] = COPY
 
-    f_mem = facts["bw_origin"] / facts["bw_target"]
-    # a library kernel whose grid fits one wave on the origin was sized to that GPU's SMs: the library
-    # loops over tiles inside it (or picks a grid for the target's SMs there), so its waves are fractional
-    sized_to_gpu = np.isin(kclass, (K.GEMM, K.ATTENTION)) & (facts["waves_origin"] <= 1.0)
-    persistent = g[S.NAME].str.contains(PERSISTENT_KERNELS, regex=True).to_numpy() | sized_to_gpu
-    f_comp = wave.wave_factor(facts["waves_origin"], facts["waves_target"], persistent) * facts["rate_ratio"]
+    f_mem, f_comp = scale_factors(g, facts)
     t_t = wave.combine(t_o, facts["gamma"], f_mem, f_comp)
     # copies: device-side ones move at the achievable DRAM bandwidth; host copies cross PCIe/NVLink-C2C,
     # which the catalog does not model per direction, so they keep their time.
@@ -73,12 +68,23 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
     return Prediction(origin, target, dur, method, reason, warnings=_warnings(no_params, is_copy))
 
 
+def scale_factors(g: pd.DataFrame, facts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Memory-side and compute-side factors F_m, F_c per GPU event (docs/method.md steps 2-3)."""
+    f_mem = facts["bw_origin"] / facts["bw_target"]
+    # a library kernel whose grid fits one wave on the origin was sized to that GPU's SMs: the library
+    # loops over tiles inside it (or picks a grid for the target's SMs there), so its waves are fractional
+    sized_to_gpu = np.isin(g[S.KCLASS].to_numpy(), (K.GEMM, K.ATTENTION)) & (facts["waves_origin"] <= 1.0)
+    persistent = g[S.NAME].str.contains(PERSISTENT_KERNELS, regex=True).to_numpy() | sized_to_gpu
+    f_comp = wave.wave_factor(facts["waves_origin"], facts["waves_target"], persistent) * facts["rate_ratio"]
+    return f_mem, f_comp
+
+
 def _warnings(no_params: np.ndarray, is_copy: np.ndarray) -> tuple[str, ...]:
     k = int((no_params & ~is_copy).sum())
     return (f"{k} kernels have no launch parameters; scaled by the SM-count ratio (method 'fallback')",) if k else ()
 
 
-def _kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarray]:
+def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarray]:
     g = trace.gpu
     blocks = (g[S.GRID_X] * g[S.GRID_Y] * g[S.GRID_Z]).to_numpy().astype(np.float64)
     threads = (g[S.BLOCK_X] * g[S.BLOCK_Y] * g[S.BLOCK_Z]).to_numpy()

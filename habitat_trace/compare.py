@@ -1,0 +1,117 @@
+"""``compare(trace, to) -> DataFrame``: one trace against many GPUs — iteration time, speed-up, cost, memory fit.
+
+Pure: loads (or takes) a trace, predicts and replays it on each target, returns one row per GPU with the origin
+first (``COLUMNS``); prints and writes nothing. The command (commands/compare.py) formats and plots it.
+
+Definitions (README, "Which GPU should I rent?"):
+- ``iteration_ms``: mean over ProfilerSteps of max(replayed ProfilerStep span, replayed GPU busy time of the
+  step). The replayed CPU span keeps a launch-bound step launch-bound (its blocking calls end when the GPU work
+  ends on the target); the GPU busy time covers a step without a blocking call, whose queue grows until the
+  GPU's pace sets the period. Without ProfilerSteps the whole trace is one step (replayed GPU span).
+- ``bound``: "launch" when the GPU is busy less than ``LAUNCH_BOUND_BUSY`` of the iteration, else "gpu".
+- ``usd_per_1k_iterations`` = usd_per_hour x iteration_ms x 1000 / 3.6e6.
+- memory: see habitat_trace/memory.py (recorded peak or estimate, margin rule).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+import pandas as pd
+
+from habitat_trace.ingest import schema as S
+from habitat_trace.scale.prediction import METHODS
+
+COLUMNS = ("gpu", "iteration_ms", "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source",
+           "usd_per_1k_iterations", "peak_memory_gib", "memory_source", "fits_memory", "method_share")
+# A GPU busy less than half of the step waits on the CPU (launches, Python, data) more than it computes:
+# buying a faster GPU then shortens the step by less than the speed-up of its kernels.
+LAUNCH_BOUND_BUSY = 0.5
+MS_PER_HOUR = 3.6e6
+PRICE_OVERRIDE = "--price"
+
+
+def compare(trace_or_path: Any, to: list[str], specs: Optional[Path] = None,
+            prices: Optional[dict[str, float]] = None, origin: Optional[str] = None,
+            progress: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
+    """One row per GPU (origin first, then ``to`` in order, duplicates and the origin's own GPU dropped).
+
+    ``prices`` maps a GPU name (any name the catalog resolves) to USD per hour and overrides the catalog.
+    ``progress`` is called with each GPU name after its row is done (the CLI drives a progress bar with it).
+    """
+    from habitat_trace.commands.scale import resolve_origin
+    from habitat_trace.ingest import load
+    from habitat_trace.memory import peak_memory
+    from habitat_trace.scale.specs import load_catalog
+
+    catalog = load_catalog(specs)
+    targets = [catalog.resolve(name) for name in to]  # unknown names fail before any work
+    overrides = {catalog.resolve(name).name: float(usd) for name, usd in (prices or {}).items()}
+    trace = trace_or_path if hasattr(trace_or_path, "gpu") else load(trace_or_path)
+    src = resolve_origin(trace, catalog, origin)
+    peak_gib, mem_source = peak_memory(trace)
+    gpus = list(dict.fromkeys([src.name] + [t.name for t in targets]))
+    rows = []
+    for name in gpus:
+        rows.append(_row(trace, src, catalog.resolve(name), overrides, peak_gib, mem_source))
+        if progress is not None:
+            progress(name)
+    table = pd.DataFrame(rows, columns=list(COLUMNS))
+    table["speedup"] = table["iteration_ms"].iat[0] / table["iteration_ms"]
+    return table
+
+
+def _row(trace: Any, src: Any, target: Any, overrides: dict[str, float], peak_gib: float,
+         mem_source: str) -> dict[str, Any]:
+    from habitat_trace.emit.replay import replay
+    from habitat_trace.memory import fits
+    from habitat_trace.scale.engine import predict
+
+    prediction = predict(trace, src, target)
+    timeline = replay(trace, prediction)
+    iteration_ms, busy_ms = iteration_figures(trace, timeline)
+    usd, price_source = _price(target, overrides)
+    return {
+        "gpu": target.name, "iteration_ms": iteration_ms, "gpu_busy_ms": busy_ms, "speedup": float("nan"),
+        "bound": "launch" if busy_ms < LAUNCH_BOUND_BUSY * iteration_ms else "gpu",
+        "usd_per_hour": usd, "price_source": price_source,
+        "usd_per_1k_iterations": None if usd is None else usd * iteration_ms * 1000 / MS_PER_HOUR,
+        "peak_memory_gib": peak_gib, "memory_source": mem_source,
+        "fits_memory": fits(peak_gib, target.memory_gib),
+        "method_share": method_share(prediction.method, prediction.dur_ns),
+    }
+
+
+def iteration_figures(trace: Any, timeline: Any) -> tuple[float, float]:
+    """(iteration_ms, gpu_busy_ms) on the replayed timeline, means over steps (definitions: module doc)."""
+    from habitat_trace.summary import step_figures
+
+    gpu = trace.gpu.assign(**{S.TS: timeline.gpu_start_ns, S.END: timeline.gpu_end_ns})
+    fig = step_figures(trace.steps, gpu).table
+    if len(trace.steps):
+        ev = trace.steps[S.EVENT].to_numpy()
+        cpu_ns = timeline.dur_ns[ev].astype(np.float64)
+    else:
+        cpu_ns = fig["gpu_span_ns"].to_numpy().astype(np.float64)
+    busy_ns = fig["gpu_busy_ns"].to_numpy().astype(np.float64)
+    return float(np.maximum(cpu_ns, busy_ns).mean()) / 1e6, float(busy_ns.mean()) / 1e6
+
+
+def method_share(method: np.ndarray, dur_ns: np.ndarray) -> dict[str, float]:
+    """Fraction of the target's GPU time predicted by each method (methods with no time left out)."""
+    total = float(np.sum(dur_ns))
+    out = {}
+    for m in METHODS:
+        t = float(np.sum(dur_ns[method == m]))
+        if t > 0:
+            out[m] = t / total
+    return out
+
+
+def _price(target: Any, overrides: dict[str, float]) -> tuple[Optional[float], Optional[str]]:
+    if target.name in overrides:
+        return overrides[target.name], PRICE_OVERRIDE
+    if target.price is None:
+        return None, None
+    return float(target.price.usd_per_hour), f"{target.price.provider}, {target.price.date}"

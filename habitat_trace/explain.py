@@ -1,0 +1,88 @@
+"""``explain(trace, target) -> dict``: which ops and kernels change most on the target, and why.
+
+Pure: built from ``scale.report.kernel_report`` (the engine's own per-kernel facts) and the replayed timeline.
+Times are per step (summed over the ProfilerSteps, divided by their number; GPU events outside the steps are
+left out). ``share`` is the op's (kernel's) GPU time on the target over the target's step: the iteration time,
+or the summed GPU time of the step where streams overlap so much that it is larger; so shares sum to <= 1.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+# γ >= this: the kernel's origin time is mostly DRAM traffic (docs/method.md step 4)
+MEMORY_BOUND_GAMMA = 0.5
+NO_OP = "(no op)"
+
+
+def explain(trace: Any, origin: Any, target: Any, top: int = 15) -> dict[str, Any]:
+    from habitat_trace.compare import iteration_figures
+    from habitat_trace.emit.replay import replay
+    from habitat_trace.scale.engine import predict
+    from habitat_trace.scale.report import kernel_report
+
+    report = kernel_report(trace, origin, target)
+    before = iteration_figures(trace, replay(trace, predict(trace, origin, origin)))
+    after = iteration_figures(trace, replay(trace, predict(trace, origin, target)))
+    steps = max(len(trace.steps), 1)
+    if len(trace.steps):
+        report = report[report["step"] >= 0]
+    gpu_ms = report["dur_target_ns"].sum() / steps / 1e6
+    denominator = max(after[0], gpu_ms)
+    return {
+        "origin": origin.name, "target": target.name, "steps": steps,
+        "step": _step_summary(before, after),
+        "ops": _groups(report, "root_op_name", steps, denominator, top),
+        "kernels": _groups(report, "name", steps, denominator, top),
+    }
+
+
+def _step_summary(before: tuple[float, float], after: tuple[float, float]) -> dict[str, Any]:
+    """Iteration, GPU busy and GPU idle (the launch-bound gap: step time the GPU does nothing) per step."""
+    (it0, busy0), (it1, busy1) = before, after
+    return {
+        "iteration_ms": [it0, it1], "gpu_busy_ms": [busy0, busy1], "gpu_idle_ms": [it0 - busy0, it1 - busy1],
+        "idle_share": [_ratio(it0 - busy0, it0), _ratio(it1 - busy1, it1)],
+    }
+
+
+def _ratio(a: float, b: float) -> Optional[float]:
+    return a / b if b > 0 else None
+
+
+def _groups(report: pd.DataFrame, key: str, steps: int, denominator: float, top: int) -> list[dict[str, Any]]:
+    """Aggregate by ``key``, rank by |change of time|, keep ``top``; time-weighted waves and γ."""
+    r = report.assign(**{key: report[key].replace("", NO_OP)})
+    w = r["dur_origin_ns"].astype(np.float64).clip(lower=1.0)
+    r = r.assign(_w=w, _wo=r["waves_origin"] * w, _wt=r["waves_target"] * w, _g=r["gamma"] * w)
+    agg = r.groupby(key, sort=False).agg(
+        count=("dur_origin_ns", "size"), origin_ns=("dur_origin_ns", "sum"), target_ns=("dur_target_ns", "sum"),
+        w=("_w", "sum"), wo=("_wo", "sum"), wt=("_wt", "sum"), g=("_g", "sum"))
+    agg["change_ns"] = agg["target_ns"] - agg["origin_ns"]
+    agg = agg.reindex(agg["change_ns"].abs().sort_values(ascending=False, kind="stable").index)
+    methods = _main(r, key, "method")
+    reasons = _main(r, key, "reason")
+    out = []
+    for name, a in agg.head(top).iterrows():
+        gamma = float(a["g"] / a["w"])
+        target_ms = float(a["target_ns"]) / steps / 1e6
+        out.append({
+            "name": str(name), "count_per_step": float(a["count"]) / steps,
+            "origin_ms": float(a["origin_ns"]) / steps / 1e6, "target_ms": target_ms,
+            "change_ms": float(a["change_ns"]) / steps / 1e6,
+            "ratio": float(a["target_ns"] / a["origin_ns"]) if a["origin_ns"] > 0 else None,
+            "waves_origin": float(a["wo"] / a["w"]), "waves_target": float(a["wt"] / a["w"]),
+            "gamma": gamma, "bound": "memory" if gamma >= MEMORY_BOUND_GAMMA else "compute",
+            "method": methods.get(name, ""), "reason": reasons.get(name, ""),
+            "share": target_ms / denominator if denominator > 0 else 0.0,
+        })
+    return out
+
+
+def _main(r: pd.DataFrame, key: str, column: str) -> dict[str, str]:
+    """The value of ``column`` that covers most origin time in each group."""
+    t = r.groupby([key, column], sort=False)["_w"].sum().reset_index()
+    t = t.sort_values("_w", ascending=False, kind="stable").drop_duplicates(key)
+    return dict(zip(t[key], t[column].astype(str)))

@@ -1,0 +1,74 @@
+"""``explain`` (issue 7): ops and kernels whose time changes most, their facts and shares of the step;
+``kernel_report`` explains exactly what ``predict`` returns."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from habitat_trace.explain import explain
+from habitat_trace.ingest import load
+from habitat_trace.scale.engine import predict
+from habitat_trace.scale.report import REPORT_COLUMNS, kernel_report
+from habitat_trace.scale.specs import load_catalog
+from tests.conftest import MLP_FIXTURE, ROOT, TRACES, needs_shared
+
+ROW_KEYS = {"name", "count_per_step", "origin_ms", "target_ms", "change_ms", "ratio", "waves_origin",
+            "waves_target", "gamma", "bound", "method", "reason", "share"}
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def test_kernel_report_matches_predict(catalog) -> None:
+    trace = load(MLP_FIXTURE)
+    origin, target = catalog.resolve("H100"), catalog.resolve("L4")
+    report = kernel_report(trace, origin, target)
+    prediction = predict(trace, origin, target)
+    assert tuple(report.columns) == REPORT_COLUMNS and len(report) == len(trace.gpu)
+    assert np.array_equal(report["dur_target_ns"].to_numpy(), prediction.dur_ns)
+    assert list(report["method"]) == list(prediction.method)
+    assert report["gamma"].between(0, 1).all()
+
+
+@needs_shared
+def test_explain_shared_trace_ops_shares_sum_to_at_most_one(catalog) -> None:
+    trace = load(TRACES / "h100-sxm" / "gpt2_b8_s1024_amp.pt.trace.json.gz")
+    e = explain(trace, catalog.resolve("H100"), catalog.resolve("L4"), top=1000)
+    assert e["ops"] and e["kernels"]
+    for rows in (e["ops"], e["kernels"]):
+        assert set(rows[0]) == ROW_KEYS
+        assert 0 < sum(r["share"] for r in rows) <= 1.0 + 1e-9
+        changes = [abs(r["change_ms"]) for r in rows]
+        assert changes == sorted(changes, reverse=True)
+    assert {r["bound"] for r in e["ops"]} <= {"memory", "compute"}
+    linear = next(r for r in e["ops"] if r["name"] == "aten::linear")
+    assert linear["method"] == "roofline-op" and linear["target_ms"] > linear["origin_ms"]
+    step = e["step"]
+    assert step["iteration_ms"][1] > step["iteration_ms"][0]  # an L4 is slower
+    assert step["gpu_idle_ms"][0] == pytest.approx(step["iteration_ms"][0] - step["gpu_busy_ms"][0])
+
+
+def test_explain_json_cli_on_fixture() -> None:
+    r = subprocess.run([sys.executable, "-m", "habitat_trace.cli", "explain", str(MLP_FIXTURE), "--to", "A100",
+                        "--top", "3", "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    e = json.loads(r.stdout)
+    assert e["origin"] == "H100 SXM5 80GB" and e["target"] == "A100 SXM4 80GB"
+    assert 0 < len(e["ops"]) <= 3 and 0 < len(e["kernels"]) <= 3
+    assert sum(r["share"] for r in e["ops"]) <= 1.0 + 1e-9
+
+
+def test_explain_table_and_unknown_gpu() -> None:
+    r = subprocess.run([sys.executable, "-m", "habitat_trace.cli", "explain", str(MLP_FIXTURE), "--to", "L4"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "H100 SXM5 80GB -> L4" in r.stdout and "kernels whose time changes most" in r.stdout
+    bad = subprocess.run([sys.executable, "-m", "habitat_trace.cli", "explain", str(MLP_FIXTURE), "--to", "L44"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 4 and bad.stderr.startswith("error: unknown GPU 'L44'")
