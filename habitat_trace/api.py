@@ -255,7 +255,7 @@ class CallableModule(types.ModuleType):
 def compare_module() -> types.ModuleType:
     """The ``habitat_trace.compare`` module, made callable: ``habitat_trace.compare(path, to=[...])``."""
     module = importlib.import_module("habitat_trace.compare")
-    if not isinstance(module, CallableModule):
+    if not callable(module):  # habitat_trace/compare.py makes itself callable; older copies may not
         module.__class__ = CallableModule
     return module
 

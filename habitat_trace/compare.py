@@ -14,6 +14,8 @@ Definitions (README, "Which GPU should I rent?"):
 """
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -115,3 +117,14 @@ def _price(target: Any, overrides: dict[str, float]) -> tuple[Optional[float], O
     if target.price is None:
         return None, None
     return float(target.price.usd_per_hour), f"{target.price.provider}, {target.price.date}"
+
+
+class _CallableModule(types.ModuleType):
+    """``habitat_trace.compare(path, to=[...])`` calls this module's ``compare`` (issue 9's API), while
+    ``habitat_trace.compare.compare`` stays importable; set here so it holds however the module was imported."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return compare(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
