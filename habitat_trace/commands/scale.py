@@ -38,6 +38,9 @@ def resolve_origin(trace: Any, catalog: Any, origin: Optional[str]) -> Any:
     if origin:
         return catalog.resolve(origin)
     spec = catalog.for_device(trace.device_name) if trace.device_name else None
+    if spec is None and not trace.device_name:
+        raise SpecError(f"{trace.path}: the trace names no GPU (no deviceProperties); "
+                        "name the origin GPU with --from GPU (see `habitat-trace gpus`)")
     if spec is None:
         raise SpecError(f"{trace.path}: origin GPU {trace.device_name!r} is not in the catalog; "
                         "name it with --from GPU (see `habitat-trace gpus`)")
@@ -62,6 +65,8 @@ def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Op
     info = {"input": str(trace), "specs_file": str(specs) if specs else None}
     for target, path in zip(targets, paths):
         prediction = predict(loaded, src, target)
+        for w in prediction.warnings:  # they also travel with the output (habitat_trace.warnings)
+            typer.echo(f"warning: {target.name}: {w}", err=True)
         timeline = replay(loaded, prediction)
         written = write_trace(loaded, timeline, prediction, path, info)
         typer.echo(describe(loaded, timeline, prediction, written))

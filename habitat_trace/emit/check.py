@@ -26,6 +26,15 @@ UINT32_MAX = 2**32 - 1
 EPS_US = 0.0005  # half a nanosecond: µs values are written with 3 decimals
 
 
+def eps_us(t: float) -> float:
+    """Tolerance at time ``t`` (µs): half a ns, or the resolution a JSON reader's double has there.
+
+    Beyond 2**53 ns (traces stamped in epoch µs, ~1.7e15) a double cannot hold every ns: ts and ts+dur
+    each round to a quarter µs, so two ends that are equal in ns may read as crossing (the input has
+    the same limit). Two ulps cover the rounding of ts, dur and their sum."""
+    return max(EPS_US, 2 * math.ulp(abs(t)))
+
+
 @dataclass(frozen=True)
 class Violation:
     index: int  # into traceEvents
@@ -87,9 +96,9 @@ def _nesting(track: list[tuple[float, float, int]], out: list[Violation]) -> Non
     track.sort(key=lambda s: (s[0], -s[1], s[2]))
     stack: list[tuple[float, float, int]] = []
     for start, end, i in track:
-        while stack and stack[-1][1] <= start + EPS_US:
+        while stack and stack[-1][1] <= start + eps_us(start):
             stack.pop()
-        if stack and end > stack[-1][1] + EPS_US:
+        if stack and end > stack[-1][1] + eps_us(end):
             top = stack[-1]
             out.append(Violation(i, "nesting", f"[{start}, {end}] starts inside event #{top[2]} "
                                  f"[{top[0]}, {top[1]}] on its track but ends after it"))
@@ -108,11 +117,11 @@ def _flows(flows: list[tuple[int, dict]], slices: dict, out: list[Violation]) ->
         starts, reach = index.get(_track(e), (np.zeros(0), np.zeros(0)))
         ts = float(e["ts"])
         if e.get("ph") == "f" and e.get("bp") != "e":
-            if not len(starts) or starts[-1] < ts - EPS_US:
+            if not len(starts) or starts[-1] < ts - eps_us(ts):
                 out.append(Violation(i, "flow-binding", f"flow end at {ts} has no slice at or after it"))
             continue
-        pos = int(np.searchsorted(starts, ts + EPS_US, side="right")) - 1
-        if pos < 0 or reach[pos] < ts - EPS_US:
+        pos = int(np.searchsorted(starts, ts + eps_us(ts), side="right")) - 1
+        if pos < 0 or reach[pos] < ts - eps_us(ts):
             out.append(Violation(i, "flow-binding", f"flow {e.get('ph')} at {ts} is inside no slice on its track"))
 
 
