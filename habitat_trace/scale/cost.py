@@ -54,7 +54,7 @@ def _list(x: Any) -> list:
 @lru_cache(maxsize=65536)
 def _op_cost(name: str, dims: tuple, types: tuple, concrete: tuple) -> tuple[float, float, str]:
     dtype = _compute_dtype(types)
-    if not dims or not any(_is_shape(d) and d for d in dims):
+    if not dims or not any((_is_shape(d) and d) or _is_shape_list(d) for d in dims):
         return math.nan, math.nan, dtype
     io = _io_bytes(name, dims, types)
     if name in GEMM_OPS:
@@ -172,6 +172,11 @@ def _compute_dtype(types: tuple) -> str:
 def _is_shape(d: Any) -> bool:
     return isinstance(d, tuple) and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**40
                                         for x in d)
+
+
+def _is_shape_list(d: Any) -> bool:
+    """A TensorList argument's dims: a non-empty list of shapes (aten::cat, aten::stack, ...)."""
+    return isinstance(d, tuple) and len(d) > 0 and all(_is_shape(x) and x for x in d)
 
 
 def _numel(d: Sequence[int]) -> int:

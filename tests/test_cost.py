@@ -1,0 +1,64 @@
+"""Golden FLOP/byte counts of the cost model (scale/cost.py): the inputs of γ and the roofline floor."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from habitat_trace.scale.cost import op_cost, tensor_dtype_from_kernel
+
+F, BF = "float", "c10::BFloat16"
+
+
+@pytest.mark.parametrize("name,dims,types,concrete,flops,nbytes", [
+    # mm: 2*M*K*N, bytes = A + B + C
+    ("aten::mm", [[3200, 1024], [1024, 32000]], [F, F], ["", ""], 2 * 3200 * 1024 * 32000,
+     4 * (3200 * 1024 + 1024 * 32000 + 3200 * 32000)),
+    # mm with out=: the third tensor is the output, not an operand (compiled graphs record it)
+    ("aten::mm", [[8192, 768], [768, 50264], [8192, 50264]], [BF, BF, BF], ["", "", ""], 2 * 8192 * 768 * 50264,
+     None),
+    # addmm: the bias comes first
+    ("aten::addmm", [[4096], [32, 25088], [25088, 4096], [], []], [F, F, F, "Scalar", "Scalar"], [""] * 5,
+     2 * 32 * 25088 * 4096, None),
+    # linear(input [..., K], weight [N, K])
+    ("aten::linear", [[8, 1024, 768], [3072, 768], [3072]], [BF, BF, BF], ["", "", ""], 2 * 8 * 1024 * 768 * 3072,
+     None),
+    # convolution backward, both passes: 2 * 2 * N*O*Ho*Wo * C*kh*kw
+    ("aten::convolution_backward", [[64, 2048, 7, 7], [64, 512, 7, 7], [2048, 512, 1, 1]] + [[]] * 8, [F] * 3 + ["x"] * 8,
+     ["", "", "", "[0]", "[1, 1]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "1", "[True, True, False]"],
+     2 * 2 * 64 * 2048 * 49 * 512, None),
+    # strided forward conv: output spatial = ceil(H / stride)
+    ("aten::cudnn_convolution", [[32, 3, 224, 224], [64, 3, 3, 3]] + [[]] * 7, [F, F] + ["x"] * 7,
+     ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "1", "", "", ""], 2 * 32 * 64 * 112 * 112 * 27, None),
+    # causal attention forward: 2*B*H*L*S*(D+Dv) halved
+    ("aten::_cudnn_attention_forward", [[8, 12, 1024, 64]] * 3 + [[]] * 10, [BF] * 3 + [""] * 10,
+     ["", "", "", "", "", "", "1024", "1024", "True", "0.", "True", "False", ""], 2 * 8 * 12 * 1024 * 1024 * 128 / 2,
+     None),
+    # TensorList argument (cat): bytes from the list's shapes (3 inputs + an output the size of the largest: 4 bytes
+    # per element when the list's dtype is not recorded)
+    ("aten::cat", [[[32, 12, 128, 64]] * 3, []], ["TensorList", "Scalar"], ["", "0"], 1, (3 + 1) * 32 * 12 * 128 * 64 * 4),
+])
+def test_golden_costs(name, dims, types, concrete, flops, nbytes) -> None:
+    f, b, _ = op_cost(name, dims, types, concrete)
+    assert f == pytest.approx(flops)
+    if nbytes is not None:
+        assert b == pytest.approx(nbytes)
+    assert b > 0
+
+
+def test_unknown_shapes_are_nan_not_errors() -> None:
+    for dims, types in (([[], []], ["TensorList", "Scalar"]), (None, None), ("junk", 3), ([[True, -1]], [F])):
+        f, b, dtype = op_cost("aten::_foreach_add_", dims, types, None)
+        assert math.isnan(f) and math.isnan(b) and dtype == "fp32"
+
+
+@pytest.mark.parametrize("kernel,op_dtype,pipe", [
+    ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NNT", "bf16", "bf16"),
+    ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NNT", "fp32", "tf32"),
+    ("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", "fp32", "tf32"),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>", "fp32", None),
+    ("sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nhwckrsc_nchw", "fp32", None),
+    ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc", "bf16", "bf16"),
+])
+def test_tensor_pipe_from_kernel_name(kernel: str, op_dtype: str, pipe) -> None:
+    assert tensor_dtype_from_kernel(kernel, op_dtype) == pipe
