@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from habitat_trace.emit.replay import replay  # noqa: E402
+from habitat_trace.emit.summary import replayed_step_figures  # noqa: E402
 from habitat_trace.ingest import load  # noqa: E402
 from habitat_trace.ingest import schema as S  # noqa: E402
 from habitat_trace.scale.engine import predict  # noqa: E402
@@ -65,14 +66,7 @@ def target_name(row: dict) -> str:
 
 def predicted_figures(trace, pred):
     """Per-step busy time, span and CPU step time on the target, from the replayed timeline."""
-    timeline = replay(trace, pred)
-    gpu = trace.gpu.assign(**{S.TS: timeline.gpu_start_ns, S.END: timeline.gpu_end_ns})
-    steps = trace.steps.copy()
-    if len(steps):
-        rows = steps[S.EVENT].to_numpy()
-        steps[S.TS], steps[S.DUR] = timeline.ts_ns[rows], timeline.dur_ns[rows]
-        steps[S.END] = steps[S.TS] + steps[S.DUR]
-    return step_figures(steps, gpu).table
+    return replayed_step_figures(trace, replay(trace, pred)).table
 
 
 def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[str, ...] = ()) -> list[dict]:

@@ -22,7 +22,6 @@ from typing import Any, Callable, Optional
 import numpy as np
 import pandas as pd
 
-from habitat_trace.ingest import schema as S
 from habitat_trace.scale.prediction import METHODS
 
 COLUMNS = ("gpu", "iteration_ms", "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source",
@@ -87,15 +86,10 @@ def _row(trace: Any, src: Any, target: Any, overrides: dict[str, float], peak_gi
 
 def iteration_figures(trace: Any, timeline: Any) -> tuple[float, float]:
     """(iteration_ms, gpu_busy_ms) on the replayed timeline, means over steps (definitions: module doc)."""
-    from habitat_trace.summary import step_figures
+    from habitat_trace.emit.summary import replayed_step_figures
 
-    gpu = trace.gpu.assign(**{S.TS: timeline.gpu_start_ns, S.END: timeline.gpu_end_ns})
-    fig = step_figures(trace.steps, gpu).table
-    if len(trace.steps):
-        ev = trace.steps[S.EVENT].to_numpy()
-        cpu_ns = timeline.dur_ns[ev].astype(np.float64)
-    else:
-        cpu_ns = fig["gpu_span_ns"].to_numpy().astype(np.float64)
+    fig = replayed_step_figures(trace, timeline).table
+    cpu_ns = (fig["cpu_ns"] if len(trace.steps) else fig["gpu_span_ns"]).to_numpy().astype(np.float64)
     busy_ns = fig["gpu_busy_ns"].to_numpy().astype(np.float64)
     return float(np.maximum(cpu_ns, busy_ns).mean()) / 1e6, float(busy_ns.mean()) / 1e6
 

@@ -7,15 +7,24 @@ from typing import Any
 from habitat_trace.emit.replay import Timeline
 from habitat_trace.ingest import schema as S
 from habitat_trace.scale.prediction import Prediction
-from habitat_trace.summary import step_figures
+from habitat_trace.summary import StepFigures, step_figures
+
+
+def replayed_step_figures(trace: Any, timeline: Timeline) -> StepFigures:
+    """Per-step figures on the target: GPU events at their replayed times, ProfilerStep spans (CPU step
+    time) as replayed."""
+    gpu = trace.gpu.assign(**{S.TS: timeline.gpu_start_ns, S.END: timeline.gpu_end_ns})
+    steps = trace.steps
+    if len(steps):
+        rows = steps[S.EVENT].to_numpy()
+        ts, dur = timeline.ts_ns[rows], timeline.dur_ns[rows]
+        steps = steps.assign(**{S.TS: ts, S.DUR: dur, S.END: ts + dur})
+    return step_figures(steps, gpu)
 
 
 def step_means_ms(trace: Any, timeline: Timeline | None) -> tuple[float, float]:
     """Mean per-step GPU busy time and GPU span (ms), on the origin (timeline None) or the target."""
-    gpu = trace.gpu
-    if timeline is not None:
-        gpu = gpu.assign(**{S.TS: timeline.gpu_start_ns, S.END: timeline.gpu_end_ns})
-    fig = step_figures(trace.steps, gpu)
+    fig = step_figures(trace.steps, trace.gpu) if timeline is None else replayed_step_figures(trace, timeline)
     return fig.mean_ms("gpu_busy_ns"), fig.mean_ms("gpu_span_ns")
 
 
