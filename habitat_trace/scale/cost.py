@@ -90,9 +90,7 @@ def _conv_flops(name: str, dims: tuple, concrete: tuple) -> float:
         return math.nan
     if name == "aten::convolution_backward":  # (grad_output, input, weight, ..., output_mask)
         gout, weight = shapes[0], shapes[2] if len(shapes) > 2 else shapes[1]
-        mask = _ints(concrete[-1]) if concrete else []
         passes = sum(1 for m in str(concrete[-1]).split(",") if "True" in m) if concrete else 2
-        del mask
         return 2.0 * max(passes, 1) * gout[0] * gout[1] * _numel(gout[2:]) * _numel(weight[1:])
     x, w = shapes[0], shapes[1]
     if "transpose" in name:  # weight [C_in, O/g, k...]: every input pixel scatters O/g·k outputs
