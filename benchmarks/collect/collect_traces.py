@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, schedule  # noqa: E402
 
+from timing import event_times_ms  # noqa: E402
 from workloads import WORKLOADS, SkipWorkload, Workload  # noqa: E402
 
 WARMUP_ITERS = 5  # cuDNN autotuning, allocator growth and lazy optimizer state settle within a few steps
@@ -35,19 +36,6 @@ SEED = 0
 
 def seed_all() -> None:
     torch.manual_seed(SEED)  # also seeds every CUDA device
-
-
-def event_times_ms(step: Callable[[], None], n: int) -> list[float]:
-    """Per-iteration time between CUDA events on the current stream, synchronising after each iteration."""
-    times = []
-    for _ in range(n):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return times
 
 
 def steady_wall_ms(step: Callable[[], None], n: int) -> float:

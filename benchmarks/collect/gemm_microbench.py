@@ -17,9 +17,13 @@ import json
 import os
 import random
 import statistics
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import event_times_ms  # noqa: E402
 
 T0 = time.time()
 COLUMNS = ["OPName", "Latency", "Device", "Torch Version", "CUDNN Version", "Kernel Name", "Warps per SM",
@@ -80,15 +84,7 @@ def make_call(op: str, dtype: str, b: int, m: int, n: int, k: int):
 def time_ms(call, repeats: int) -> float:
     for _ in range(3):
         call()
-    ts = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        call()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+    return statistics.median(event_times_ms(call, repeats))
 
 
 def kernels(call) -> list[dict]:
