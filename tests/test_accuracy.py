@@ -12,8 +12,8 @@ from tests.conftest import ROOT, SHARED, needs_shared
 
 MEAN_ERROR_BOUND_PCT = 5.0  # issue 3: mean busy-time error <= 5% (identity 8.5%, bandwidth ratio 27.9%)
 WORST_ERROR_BOUND_PCT = 15.0  # no single workload may be far off while the mean looks good
-SPAN_ERROR_BOUND_PCT = 10.0  # issue 4 asks 8% on same-host SM pairs; we measure 8.1% (CPU-speed noise
-# between the separate recordings of launch-bound runs dominates, see README) -- guard against regressions
+SPAN_ERROR_BOUND_PCT = 8.0  # issue 4: same-host SM pairs within 8% (7.7% measured; CPU-speed noise between
+# the separate recordings of launch-bound runs dominates what is left, see README)
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,7 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
     method[is_copy] = COPY
 
     f_mem, f_comp = scale_factors(g, facts)
-    t_t = wave.combine(t_o, facts["gamma"], f_mem, f_comp)
+    t_t = wave.combine(t_o, facts["gamma"], f_mem, f_comp, facts["flop_share"])
     # copies: device-side ones move at the achievable DRAM bandwidth; host copies cross PCIe/NVLink-C2C,
     # which the catalog does not model per direction, so they keep their time.
     host_copy = is_copy & _name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
@@ -122,7 +122,13 @@ def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarra
     # dtype): no bound then
     t_o = g[S.DUR].to_numpy().astype(np.float64)
     floor = np.where(t_o >= floor_o, floor_t, np.nan)
-    return {"has_params": has_params, "waves_origin": w_o, "waves_target": w_t, "bw_origin": bw_o,
+    # share of the origin time the op's FLOPs needed at the pipe's peak, for GEMM kernels only: a GEMM op
+    # is its GEMM kernel(s), while conv and attention ops split their FLOPs over helper kernels (cuDNN
+    # wgrad reductions, layout transforms, softmax statistics) whose time share says nothing of FLOPs
+    gemm = (g[S.KCLASS] == K.GEMM).to_numpy()
+    flop_share = np.where(gemm, share * flops / (peak_o * 1e3) / np.maximum(t_o, 1.0), 0.0)
+    flop_share = np.clip(np.nan_to_num(flop_share), 0.0, 1.0)
+    return {"flop_share": flop_share, "has_params": has_params, "waves_origin": w_o, "waves_target": w_t, "bw_origin": bw_o,
             "bw_target": bw_t, "rate_ratio": rate_ratio, "gamma": gamma, "roofline_floor_ns": floor}
 
 

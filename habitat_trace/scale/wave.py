@@ -7,15 +7,16 @@ Per kernel (origin time T_o, blocks B, blocks per SM o_g from the occupancy rule
                      r_g = per-SM peak of the kernel's pipe (tensor dtype or FP32) = peak_g / S_g
     memory factor    F_m = BW_o(B) / BW_t(B)
                      BW_g(B) = smoothmin(η · BW_g^datasheet, min(W_g, 1) · S_g · b_sm_g)
-    prediction       T_t = T_o · (γ · F_m + (1 − γ) · F_c)
+    prediction       T_t = T_o · (max(γ · F_m, u · F_c) + (1 − max(γ, u)) · F_c)
+                     u = FLOP share of T_o at the pipe's peak (GEMMs; 0 elsewhere: γ·F_m + (1−γ)·F_c)
 
 Where we differ from Habitat (Yu et al., ATC'21, and its wave_scaling/roofline.py): (1) waves are
 fractional above one wave: cuBLAS/cuDNN size persistent grids to the SM count, and the shared
 132→64-SM traces show GEMM time tracking W (not ceil W); below one wave a kernel costs one wave;
 (2) the memory side is the *achievable* bandwidth of the SMs the kernel occupies (a kernel on a few
 SMs cannot pull the whole DRAM bandwidth), measured with benchmarks/microbench/bandwidth_vs_sms.py;
-(3) the two sides add (time shares) instead of multiplying as powers, so γ = 1 gives exactly the
-bandwidth law and γ = 0 exactly the wave law; (4) γ comes from the op's FLOPs/bytes, not counters.
+(3) the two sides add as time shares (DRAM overlapping the FLOPs where u is known) instead of
+multiplying as powers, so γ = 1 gives exactly the bandwidth law and γ = 0 exactly the wave law; (4) γ comes from the op's FLOPs/bytes, not counters.
 """
 from __future__ import annotations
 
@@ -58,5 +59,13 @@ def roofline_gamma(intensity: np.ndarray, ridge: np.ndarray) -> np.ndarray:
     return np.where(i <= r, 1.0 - 0.5 * i / r, 0.5 * r / np.maximum(i, 1e-30))
 
 
-def combine(t_origin: np.ndarray, gamma: np.ndarray, f_mem: np.ndarray, f_comp: np.ndarray) -> np.ndarray:
-    return t_origin * (gamma * f_mem + (1.0 - gamma) * f_comp)
+def combine(t_origin: np.ndarray, gamma: np.ndarray, f_mem: np.ndarray, f_comp: np.ndarray,
+            flop_share: np.ndarray | float = 0.0) -> np.ndarray:
+    """T_t from the time shares of the origin: γ·T_o waiting on DRAM, u·T_o issuing FLOPs at the pipe's
+    peak (``flop_share``), the rest SM-side latency. DRAM traffic and FLOPs overlap (roofline: the
+    kernel takes the longer of the two, Williams et al., CACM 2009; NeuSight's per-wave bound), the rest
+    adds: T_t = T_o · (max(γ·F_m, u·F_c) + (1 − max(γ, u))·F_c). With u = 0 (FLOPs unknown, or a
+    streaming kernel) this is the additive law γ·F_m + (1 − γ)·F_c."""
+    u = np.clip(np.nan_to_num(np.asarray(flop_share, dtype=np.float64), nan=0.0), 0.0, 1.0)
+    g = np.clip(gamma, 0.0, 1.0)
+    return t_origin * (np.maximum(g * f_mem, u * f_comp) + (1.0 - np.maximum(g, u)) * f_comp)
