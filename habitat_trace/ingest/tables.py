@@ -19,6 +19,7 @@ _ABSENT = object()  # a key that is not there (unlike one set to null)
 _NO_CAT = object()  # an event without "cat" (metadata, [memory] instants)
 CAT_INSTANT = "cpu_instant_event"
 _NOT_EVENT = 1.5  # a traceEvents entry that is not an object: no category string, never bucketed
+NO_TIME = np.iinfo(np.int64).min  # the event has no ts (metadata, non-dict) or no dur (not an X event)
 
 
 def bucket_events(events: list[Any]) -> dict[str, list[int]]:
@@ -217,3 +218,13 @@ def memory_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFra
         "total_allocated": col.ints([a.get("Total Allocated") for a in args]),
         "total_reserved": col.ints([a.get("Total Reserved") for a in args]),
     })
+
+
+def event_times(events: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Every event's ts and dur in int64 ns (NO_TIME where absent: metadata, non-X dur, non-objects)."""
+    ts = [e.get("ts") if type(e) is dict and e.get("ph") != "M" else None for e in events]
+    dur = [e.get("dur") if type(e) is dict and e.get("ph") == "X" else None for e in events]
+    ts_ns = col.us_to_ns(col.floats(ts))
+    dur_ns = col.us_to_ns(col.floats(dur))
+    dur_ns[ts_ns == NO_TIME] = NO_TIME
+    return ts_ns, dur_ns
