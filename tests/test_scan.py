@@ -75,7 +75,7 @@ def test_empty_and_single_event_arrays() -> None:
     b"", b"   ", b"42", b'"text"', b"{}", b'{"hello": 1}', b'{"traceEvents": {"ph": "X"}}',
     b'{"traceEvents": [1], "traceEvents": [2]}',  # duplicate key: the whole-document parse decides
     b'{"traceEvents": [1, 2]', b'{"traceEvents": [1, "2]}', b'{"traceEvents": [1]}}', b'[1] [2]',
-    b'{"traceEvents": "[1, 2]"}', b'{"traceEvents": [1] 2}',
+    b'{"traceEvents": "[1, 2]"}', b'{"traceEvents": [1] 2}', b'{"trace\\xEvents": [1]}', b'{"a": 1 "b": [1]}',
 ])
 def test_not_a_well_formed_trace_is_none(raw: bytes) -> None:
     assert scan(raw) is None or split_document(raw) is None
@@ -141,3 +141,36 @@ def test_events_sequence() -> None:
     got["name"] = "changed"  # nothing parsed is kept
     assert ev[0] == EVENTS[0]
     assert list(event_chunks(EVENTS)) == [(0, EVENTS)]
+
+
+SEED = orjson.dumps(_doc([{"ph": "X", "name": 'a"b', "args": {"x": [1, {"y": "]"}]}}, {"ph": "i", "s": "\\"}, 3]))
+
+
+@given(edits=st.lists(st.tuples(st.integers(0, len(SEED)), st.sampled_from(list(b'"\\[]{},: 1a')), st.booleans()),
+                      min_size=1, max_size=3))
+def test_mutated_documents_never_misparse(edits: list) -> None:
+    """Whatever the bytes, the split either agrees with orjson on the whole document or is refused
+    (None, or ChunkError when the events are parsed): never a different result."""
+    raw = bytearray(SEED)
+    for at, byte, insert in edits:
+        if insert:
+            raw[at:at] = bytes([byte])
+        elif at < len(raw):
+            raw[at] = byte
+    raw = bytes(raw)
+    try:
+        whole = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        whole = None
+    split = split_document(raw)
+    if split is not None:
+        try:
+            events = list(split[1])
+        except ChunkError:
+            return
+        assert whole is not None
+        assert events == (whole if isinstance(whole, list) else whole["traceEvents"])
+        assert split[0] == ({} if isinstance(whole, list) else {k: v for k, v in whole.items() if k != "traceEvents"})
+    elif isinstance(whole, dict) and isinstance(whole.get("traceEvents"), list) and whole["traceEvents"]:
+        assert not any(isinstance(e, dict) and "ph" in e for e in whole["traceEvents"][:1000]) \
+            or raw.count(b'"traceEvents"') != 1

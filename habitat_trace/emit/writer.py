@@ -142,7 +142,8 @@ def _method_counts(prediction: Prediction) -> dict[str, int]:
     return {str(k): int(v) for k, v in sorted(counts.items())}
 
 
-def pieces(trace: Any, timeline: Timeline, prediction: Prediction, spec_info: Mapping[str, Any]) -> Iterator[bytes]:
+def pieces(trace: Any, timeline: Timeline, prediction: Prediction,
+           spec_info: Mapping[str, Any]) -> Iterator[bytes | memoryview]:
     """The output document's JSON bytes, in pieces: the top-level keys around the event array, and the
     events one chunk at a time (parsed again from the input for the lazy ``Events``). Joined, the same
     bytes as ``orjson.dumps`` of the whole document."""
@@ -162,10 +163,11 @@ def pieces(trace: Any, timeline: Timeline, prediction: Prediction, spec_info: Ma
     yield head + b"["
     sep = b""
     for first, events in event_chunks(trace.events):
-        body = orjson.dumps(rewrite.apply(events, first))[1:-1]  # without the list's brackets
+        dumped = orjson.dumps(rewrite.apply(events, first))
         del events
-        if body:
-            yield sep + body
+        if len(dumped) > 2:
+            yield sep
+            yield memoryview(dumped)[1:-1]  # the chunk without its list's brackets
             sep = b","
     yield b"]" + tail
 
@@ -197,7 +199,7 @@ def write_bytes(data: bytes, out: Path, gzipped: bool = False) -> Path:
     return write_pieces(iter([data]), out, gzipped)
 
 
-def write_pieces(data: Iterable[bytes], out: Path, gzipped: bool = False) -> Path:
+def write_pieces(data: Iterable[bytes | memoryview], out: Path, gzipped: bool = False) -> Path:
     """Write the concatenated ``data`` to ``out`` atomically: a temp file beside it, renamed when
     complete, removed on any error (gzip when ``out`` ends with .gz, unless ``data`` already is gzip)."""
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")

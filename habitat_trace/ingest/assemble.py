@@ -2,12 +2,15 @@
 
 Contract: ``assemble(chunks) -> Parts`` gives the same tables (rows, order, dtypes) as building them from
 the whole event list at once: each table builder reads one event at a time, so a chunk's rows only need
-their ``event`` column shifted by the chunk's first index; the flow table, built per category, is put
-back in category order. Also records every event's origin ts/dur (replay needs them, not the dicts).
+their ``event`` column shifted by the chunk's first index. The flow table is two parts (launch, then
+forward/backward flows) whose dtypes depend on whether a part is empty: each part is assembled on its
+own and the two joined as ``tables.flow_table`` joins them. Also records every event's origin ts/dur
+(replay needs them, not the dicts).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -19,7 +22,8 @@ from habitat_trace.ingest import tables
 AMD_SNIFF_CALLS = 50  # runtime calls looked at for a hip* name (ROCm traces name every call hip*)
 BUILDERS: dict[str, Callable[[list[Any], dict[str, list[int]]], pd.DataFrame]] = {
     "gpu": tables.gpu_table, "ops": tables.op_table, "calls": tables.call_table, "syncs": tables.sync_table,
-    "gpu_annotations": tables.annotation_table, "flows": tables.flow_table, "memory": tables.memory_table,
+    "gpu_annotations": tables.annotation_table, "memory": tables.memory_table,
+    **{cat: partial(tables.flow_part, cat=cat) for cat in tables.FLOW_CATEGORIES},
 }
 
 
@@ -60,7 +64,7 @@ def assemble(chunks: Iterable[tuple[int, list[Any]]]) -> Parts:
     if not ts:
         return assemble([(0, [])])
     out = {name: _concat(parts) for name, parts in frames.items()}
-    out["flows"] = _category_order(out["flows"])
+    out["flows"] = pd.concat([out.pop(cat) for cat in tables.FLOW_CATEGORIES], ignore_index=True)
     return Parts(**out, ts_ns=np.concatenate(ts), dur_ns=np.concatenate(dur), hip=hip)
 
 
@@ -71,12 +75,3 @@ def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
         return full[0]
     return pd.concat(full, ignore_index=True) if full else parts[0]
 
-
-def _category_order(flows: pd.DataFrame) -> pd.DataFrame:
-    """Launch flows first, then forward/backward ones, each in event order (as one build makes them)."""
-    if len(flows) == 0:
-        return flows
-    later = flows[S.CAT].to_numpy() != S.CAT_FLOW_LAUNCH
-    if not later.any() or later.all():
-        return flows
-    return flows.take(np.argsort(later, kind="stable")).reset_index(drop=True)

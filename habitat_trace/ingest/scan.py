@@ -154,8 +154,7 @@ def _array_span(raw: bytes, marks: _Marks) -> tuple[int, int] | None:
         key = KEY_TOKEN.match(raw, int(pos[lo_at]) + 1, int(pos[hi_at]))
         if key is None:
             return None
-        text = key.group(1)
-        if text == b'"traceEvents"' or (b"\\" in text and orjson.loads(text) == KEY):
+        if _is_events_key(key.group(1)):
             found.append((key.end(), lo_at, hi_at))
     if len(found) != 1:
         return None  # no traceEvents, or a duplicate key: the whole-document parse decides
@@ -169,3 +168,13 @@ def _array_span(raw: bytes, marks: _Marks) -> tuple[int, int] | None:
     if not SPACE.fullmatch(raw, colon_end, lo) or not SPACE.fullmatch(raw, hi + 1, int(pos[hi_at])):
         return None
     return lo, hi
+
+
+def _is_events_key(text: bytes) -> bool:
+    """``text`` (a JSON string token) spells ``traceEvents``, also with escapes (``"trace\\u0045vents"``)."""
+    if text == b'"traceEvents"' or b"\\" not in text:
+        return text == b'"traceEvents"'
+    try:
+        return bool(orjson.loads(text) == KEY)
+    except orjson.JSONDecodeError:  # a bad escape: the whole-document parse names the error
+        return False

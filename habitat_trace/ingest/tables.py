@@ -9,6 +9,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from habitat_trace.ingest import columns as col
@@ -89,8 +90,25 @@ def _base(events: list[Any], idx: list[int],
 
 
 def _text(values: list[str]) -> Any:
-    """A string column that stays a string column when empty (pandas makes ``[]`` float64)."""
-    return pd.array(values, dtype="str")
+    """A string column that stays a string column when empty (pandas makes ``[]`` float64). Equal
+    strings share one object: a parsed trace holds a new str per event (a 60-byte "cpu_op" each)."""
+    seen: dict[str, str] = {}
+    return pd.array([seen.setdefault(v, v) for v in values], dtype="str")
+
+
+def _shared(rows: list[tuple]) -> list[tuple]:
+    """Equal rows as one object. An op's Input Dims, Input type and Concrete Inputs repeat every step,
+    and a parsed trace holds new lists and strings for each op (1.2x the file of a 50-step GPT-2 trace).
+    Rows are equal when their JSON is; JSON writes both None and NaN as null, so a row whose JSON has a
+    null joins another only when they also compare equal (NaN never does). A row orjson cannot write
+    (an int past 64 bits, possible only from the json-module fallback) leaves the rows unshared."""
+    try:
+        keys = list(map(orjson.dumps, rows))
+    except orjson.JSONEncodeError:
+        return rows
+    seen: dict[bytes, tuple] = {}
+    return [s if (s := seen.setdefault(k, r)) is r or b"null" not in k or s == r else r
+            for k, r in zip(keys, rows)]
 
 
 def _strings(values: list[Any]) -> np.ndarray:
@@ -146,9 +164,10 @@ def op_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     idx = sorted(i for c in S.OP_CATEGORIES for i in buckets.get(c, ()))
     idx, evs, args, cols = _base(events, idx)
     cols[S.CAT] = _text([S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs])
-    ext, ext21, seq, dims, types, concrete = _columns([(
-        a.get("External id", _ABSENT), a.get("external id"), a.get("Sequence number"), a.get("Input Dims"),
-        a.get("Input type"), a.get("Concrete Inputs")) for a in args], 6)
+    ext, ext21, seq = _columns([(a.get("External id", _ABSENT), a.get("external id"), a.get("Sequence number"))
+                                for a in args], 3)
+    dims, types, concrete = _columns(_shared([(a.get("Input Dims"), a.get("Input type"), a.get("Concrete Inputs"))
+                                              for a in args]), 3)
     cols[S.EXTERNAL_ID] = _external_ids(ext, ext21)
     cols[S.SEQUENCE] = col.ints(seq)
     cols[S.INPUT_DIMS] = dims
@@ -186,22 +205,27 @@ def annotation_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.Dat
     return pd.DataFrame(cols)
 
 
+FLOW_CATEGORIES = (S.CAT_FLOW_LAUNCH, S.CAT_FLOW_FWDBWD)
+
+
 def flow_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
-    parts = []
-    for cat in (S.CAT_FLOW_LAUNCH, S.CAT_FLOW_FWDBWD):
-        idx = [i for i in buckets.get(cat, ()) if events[i].get("ph") in ("s", "f", "t")]
-        ph, fid, pid, tid, ts = _columns([(e["ph"], e.get("id"), e.get("pid", ""), e.get("tid", ""), e.get("ts"))
-                                          for e in (events[i] for i in idx)], 5)
-        parts.append(pd.DataFrame({
-            S.EVENT: np.array(idx, dtype=np.int64),
-            S.CAT: cat,
-            S.PHASE: _text(ph),
-            S.FLOW_ID: col.ints(fid),
-            S.PID: _strings(pid),
-            S.TID: _strings(tid),
-            S.TS: col.us_to_ns(col.floats(ts)),
-        }))
-    return pd.concat(parts, ignore_index=True)
+    return pd.concat([flow_part(events, buckets, cat) for cat in FLOW_CATEGORIES], ignore_index=True)
+
+
+def flow_part(events: list[Any], buckets: dict[str, list[int]], cat: str) -> pd.DataFrame:
+    """The flow table's rows of one category (launch or forward/backward flows)."""
+    idx = [i for i in buckets.get(cat, ()) if events[i].get("ph") in ("s", "f", "t")]
+    ph, fid, pid, tid, ts = _columns([(e["ph"], e.get("id"), e.get("pid", ""), e.get("tid", ""), e.get("ts"))
+                                      for e in (events[i] for i in idx)], 5)
+    return pd.DataFrame({
+        S.EVENT: np.array(idx, dtype=np.int64),
+        S.CAT: cat,
+        S.PHASE: _text(ph),
+        S.FLOW_ID: col.ints(fid),
+        S.PID: _strings(pid),
+        S.TID: _strings(tid),
+        S.TS: col.us_to_ns(col.floats(ts)),
+    })
 
 
 def memory_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
