@@ -103,8 +103,11 @@ class _Rewrite:
     def of(cls, trace: Any, timeline: Timeline, prediction: Prediction) -> "_Rewrite":
         ts = timeline.ts_ns
         gpu_ev = trace.gpu[S.EVENT].to_numpy()
-        rows = np.union1d(timeline.changed(), gpu_ev)
-        return cls(ts, timeline.dur_ns, rows[ts[rows] != NO_TIME], gpu_ev, trace.gpu[S.DUR].to_numpy(),
+        rewrite = np.zeros(len(ts), dtype=bool)  # a mask, not np.union1d: 1.7 s on 1.1M events (numpy 2.4)
+        rewrite[timeline.changed()] = True
+        rewrite[gpu_ev] = True
+        rows = np.flatnonzero(rewrite & (ts != NO_TIME))
+        return cls(ts, timeline.dur_ns, rows, gpu_ev, trace.gpu[S.DUR].to_numpy(),
                    np.asarray(prediction.method), np.asarray(prediction.reason))
 
     def apply(self, events: list[Any], first: int) -> list[Any]:
