@@ -83,8 +83,8 @@ def main() -> None:
     print(f"orjson load+dump {t_rt:.2f} s (RSS {rss_rt / size:.2f}x file)")
     print(f"scale -> .json   {t_sc:.2f} s   ratio {t_sc / t_rt:.2f} (bound {RATIO_BOUND}, aim {RATIO_AIM})")
     if a.gz:
-        t_gz = best["scale .gz"][0]
-        print(f"scale -> .json.gz {t_gz:.2f} s   ratio {t_gz / t_rt:.2f}")
+        t_gz, rss_gz = best["scale .gz"]
+        print(f"scale -> .json.gz {t_gz:.2f} s   ratio {t_gz / t_rt:.2f}   peak RSS {rss_gz / size:.2f}x file")
     print(f"scale peak RSS {rss_sc / 1e6:.0f} MB = {rss_sc / size:.2f}x file (bound {RSS_BOUND}, aim {RSS_AIM})")
     h = help_time()
     print(f"habitat-trace --help {h:.3f} s (bound {HELP_BOUND_S})")

@@ -16,6 +16,7 @@ from habitat_trace.emit.writer import us_text, write_trace
 from habitat_trace.errors import OutputError
 from habitat_trace.ingest import load
 from habitat_trace.ingest.reader import read_document
+from habitat_trace.ingest.trace import from_document
 from tests.conftest import DATA, EXTERNAL, TRACES, assert_perfetto_ok, needs_shared, viewer
 from tests.emit_helpers import scaled, spec
 
@@ -98,13 +99,15 @@ def test_scaled_shared_output(name: str, factor: float, tmp_path: Path) -> None:
     _assert_output(TRACES / f"{name}.pt.trace.json.gz", tmp_path, factor)
 
 
-def test_does_not_mutate_events(tmp_path: Path) -> None:
-    trace = load(FIXTURE)
-    snapshot = orjson.dumps(trace.events)
+@pytest.mark.parametrize("parsed", [False, True], ids=["events-from-bytes", "events-as-list"])
+def test_does_not_mutate_events(parsed: bool, tmp_path: Path) -> None:
+    # load() keeps the events as bytes (Events); from_document keeps the caller's list of dicts
+    trace = from_document(FIXTURE, read_document(FIXTURE)) if parsed else load(FIXTURE)
+    snapshot = orjson.dumps(list(trace.events))
     _roundtrip(FIXTURE, tmp_path, 0.5)
     pred = scaled(trace, 0.5)
     write_trace(trace, replay(trace, pred), pred, tmp_path / "x.json", {})
-    assert orjson.dumps(trace.events) == snapshot
+    assert orjson.dumps(list(trace.events)) == snapshot
 
 
 def test_plain_and_gzip_outputs(tmp_path: Path) -> None:

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from habitat_trace.emit.schedule import Breaks, schedule
-from habitat_trace.ingest import columns as col
 from habitat_trace.ingest import schema as S
+from habitat_trace.ingest import tables
 from habitat_trace.scale.prediction import Prediction
 
-NO_TIME = np.iinfo(np.int64).min  # the event has no ts (metadata, non-dict) or no dur (not an X event)
+NO_TIME = tables.NO_TIME  # the event has no ts (metadata, non-dict) or no dur (not an X event)
 
 
 @dataclass(frozen=True)
@@ -55,20 +55,14 @@ def cpu_map(t: np.ndarray, breaks: Breaks) -> np.ndarray:
     return out
 
 
-def _event_times(events: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    ts = [e.get("ts") if type(e) is dict and e.get("ph") != "M" else None for e in events]
-    dur = [e.get("dur") if type(e) is dict and e.get("ph") == "X" else None for e in events]
-    ts_ns = col.us_to_ns(col.floats(ts))
-    dur_ns = col.us_to_ns(col.floats(dur))
-    dur_ns[ts_ns == NO_TIME] = NO_TIME
-    return ts_ns, dur_ns
+_event_times = tables.event_times  # every event's origin ts/dur; load() keeps them as trace.event_ts_ns/_dur_ns
 
 
 def replay(trace: Any, prediction: Prediction) -> Timeline:
     dur_new = np.asarray(prediction.dur_ns, dtype=np.int64)
     start, breaks = schedule(trace, dur_new)
     end = start + dur_new
-    old_ts, old_dur = _event_times(trace.events)
+    old_ts, old_dur = trace.event_ts_ns, trace.event_dur_ns
     timed = old_ts != NO_TIME
     has_dur = old_dur != NO_TIME
     ts = np.full(len(old_ts), NO_TIME, dtype=np.int64)

@@ -1,6 +1,10 @@
 """Read a Chrome-trace JSON file (plain or gzip) into its top-level dict, or fail with one clear line.
 
-Contract: returns a dict with a ``traceEvents`` list; raises TraceFormatError naming the file and the fix.
+Contract: ``read_document`` returns a dict with a ``traceEvents`` list; raises TraceFormatError naming the
+file and the fix. ``split_document`` is the low-memory way in: the top-level keys parsed, the events left
+as bytes (``Events``); it returns None for anything it does not recognize as a well-formed Chrome trace,
+and the caller then goes through ``parse_document``, which raises the right error (or parses what only
+Python's json module accepts, NaN and Infinity).
 """
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ from typing import Any
 import orjson
 
 from habitat_trace.errors import TraceFormatError
+from habitat_trace.ingest import scan
+from habitat_trace.ingest.events import ChunkError, Events
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_EVENTS = 1000  # a trace has duration/metadata events among its first ones
@@ -43,7 +49,40 @@ def read_bytes(path: Path) -> bytes:
 
 def read_document(path: Path) -> dict[str, Any]:
     """Parse the trace into its top-level object; check it looks like a Chrome trace."""
-    raw = read_bytes(path)
+    return parse_document(path, read_bytes(path))
+
+
+def split_document(raw: bytes) -> tuple[dict[str, Any], Events] | None:
+    """The top-level keys but ``traceEvents`` (``{}`` for a bare array), and the events unparsed; None
+    when ``raw`` is not a well-formed trace with events (``parse_document`` then says what is wrong)."""
+    layout = scan.scan(raw)
+    if layout is None or not len(layout.starts):
+        return None
+    try:
+        head = orjson.loads(layout.meta_bytes(raw))
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(head, dict) and head.get("traceEvents") == []:
+        meta = {k: v for k, v in head.items() if k != "traceEvents"}
+    elif head == []:
+        meta = {}
+    else:
+        return None
+    events = Events(raw, layout.starts, layout.ends)
+    try:
+        if not _has_events(events[:SNIFF_EVENTS]):
+            return None
+    except ChunkError:
+        return None
+    return meta, events
+
+
+def _has_events(first: list[Any]) -> bool:
+    return any(type(e) is dict and "ph" in e for e in first)
+
+
+def parse_document(path: Path, raw: bytes) -> dict[str, Any]:
+    """``read_document`` on bytes already read."""
     doc = _parse(path, raw)
     if isinstance(doc, list):  # the Chrome trace format also allows a bare event array
         doc = {"traceEvents": doc}
@@ -52,7 +91,7 @@ def read_document(path: Path) -> dict[str, Any]:
         raise TraceFormatError(
             f"{path}: valid JSON ({kind}) but not a Chrome trace (no 'traceEvents' list); {HOW_TO_RECORD}"
         )
-    if not any(type(e) is dict and "ph" in e for e in doc["traceEvents"][:SNIFF_EVENTS]):
+    if not _has_events(doc["traceEvents"][:SNIFF_EVENTS]):
         what = "is empty" if not doc["traceEvents"] else "holds no trace events (objects with a 'ph' field)"
         raise TraceFormatError(f"{path}: 'traceEvents' {what}; {HOW_TO_RECORD}")
     return doc

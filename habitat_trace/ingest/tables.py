@@ -9,6 +9,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from habitat_trace.ingest import columns as col
@@ -19,6 +20,7 @@ _ABSENT = object()  # a key that is not there (unlike one set to null)
 _NO_CAT = object()  # an event without "cat" (metadata, [memory] instants)
 CAT_INSTANT = "cpu_instant_event"
 _NOT_EVENT = 1.5  # a traceEvents entry that is not an object: no category string, never bucketed
+NO_TIME = np.iinfo(np.int64).min  # the event has no ts (metadata, non-dict) or no dur (not an X event)
 
 
 def bucket_events(events: list[Any]) -> dict[str, list[int]]:
@@ -88,8 +90,25 @@ def _base(events: list[Any], idx: list[int],
 
 
 def _text(values: list[str]) -> Any:
-    """A string column that stays a string column when empty (pandas makes ``[]`` float64)."""
-    return pd.array(values, dtype="str")
+    """A string column that stays a string column when empty (pandas makes ``[]`` float64). Equal
+    strings share one object: a parsed trace holds a new str per event (a 60-byte "cpu_op" each)."""
+    seen: dict[str, str] = {}
+    return pd.array([seen.setdefault(v, v) for v in values], dtype="str")
+
+
+def _shared(rows: list[tuple]) -> list[tuple]:
+    """Equal rows as one object. An op's Input Dims, Input type and Concrete Inputs repeat every step,
+    and a parsed trace holds new lists and strings for each op (1.2x the file of a 50-step GPT-2 trace).
+    Rows are equal when their JSON is; JSON writes both None and NaN as null, so a row whose JSON has a
+    null joins another only when they also compare equal (NaN never does). A row orjson cannot write
+    (an int past 64 bits, possible only from the json-module fallback) leaves the rows unshared."""
+    try:
+        keys = list(map(orjson.dumps, rows))
+    except orjson.JSONEncodeError:
+        return rows
+    seen: dict[bytes, tuple] = {}
+    return [s if (s := seen.setdefault(k, r)) is r or b"null" not in k or s == r else r
+            for k, r in zip(keys, rows)]
 
 
 def _strings(values: list[Any]) -> np.ndarray:
@@ -145,9 +164,10 @@ def op_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     idx = sorted(i for c in S.OP_CATEGORIES for i in buckets.get(c, ()))
     idx, evs, args, cols = _base(events, idx)
     cols[S.CAT] = _text([S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs])
-    ext, ext21, seq, dims, types, concrete = _columns([(
-        a.get("External id", _ABSENT), a.get("external id"), a.get("Sequence number"), a.get("Input Dims"),
-        a.get("Input type"), a.get("Concrete Inputs")) for a in args], 6)
+    ext, ext21, seq = _columns([(a.get("External id", _ABSENT), a.get("external id"), a.get("Sequence number"))
+                                for a in args], 3)
+    dims, types, concrete = _columns(_shared([(a.get("Input Dims"), a.get("Input type"), a.get("Concrete Inputs"))
+                                              for a in args]), 3)
     cols[S.EXTERNAL_ID] = _external_ids(ext, ext21)
     cols[S.SEQUENCE] = col.ints(seq)
     cols[S.INPUT_DIMS] = dims
@@ -185,22 +205,27 @@ def annotation_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.Dat
     return pd.DataFrame(cols)
 
 
+FLOW_CATEGORIES = (S.CAT_FLOW_LAUNCH, S.CAT_FLOW_FWDBWD)
+
+
 def flow_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
-    parts = []
-    for cat in (S.CAT_FLOW_LAUNCH, S.CAT_FLOW_FWDBWD):
-        idx = [i for i in buckets.get(cat, ()) if events[i].get("ph") in ("s", "f", "t")]
-        ph, fid, pid, tid, ts = _columns([(e["ph"], e.get("id"), e.get("pid", ""), e.get("tid", ""), e.get("ts"))
-                                          for e in (events[i] for i in idx)], 5)
-        parts.append(pd.DataFrame({
-            S.EVENT: np.array(idx, dtype=np.int64),
-            S.CAT: cat,
-            S.PHASE: _text(ph),
-            S.FLOW_ID: col.ints(fid),
-            S.PID: _strings(pid),
-            S.TID: _strings(tid),
-            S.TS: col.us_to_ns(col.floats(ts)),
-        }))
-    return pd.concat(parts, ignore_index=True)
+    return pd.concat([flow_part(events, buckets, cat) for cat in FLOW_CATEGORIES], ignore_index=True)
+
+
+def flow_part(events: list[Any], buckets: dict[str, list[int]], cat: str) -> pd.DataFrame:
+    """The flow table's rows of one category (launch or forward/backward flows)."""
+    idx = [i for i in buckets.get(cat, ()) if events[i].get("ph") in ("s", "f", "t")]
+    ph, fid, pid, tid, ts = _columns([(e["ph"], e.get("id"), e.get("pid", ""), e.get("tid", ""), e.get("ts"))
+                                      for e in (events[i] for i in idx)], 5)
+    return pd.DataFrame({
+        S.EVENT: np.array(idx, dtype=np.int64),
+        S.CAT: cat,
+        S.PHASE: _text(ph),
+        S.FLOW_ID: col.ints(fid),
+        S.PID: _strings(pid),
+        S.TID: _strings(tid),
+        S.TS: col.us_to_ns(col.floats(ts)),
+    })
 
 
 def memory_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
@@ -217,3 +242,13 @@ def memory_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFra
         "total_allocated": col.ints([a.get("Total Allocated") for a in args]),
         "total_reserved": col.ints([a.get("Total Reserved") for a in args]),
     })
+
+
+def event_times(events: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Every event's ts and dur in int64 ns (NO_TIME where absent: metadata, non-X dur, non-objects)."""
+    ts = [e.get("ts") if type(e) is dict and e.get("ph") != "M" else None for e in events]
+    dur = [e.get("dur") if type(e) is dict and e.get("ph") == "X" else None for e in events]
+    ts_ns = col.us_to_ns(col.floats(ts))
+    dur_ns = col.us_to_ns(col.floats(dur))
+    dur_ns[ts_ns == NO_TIME] = NO_TIME
+    return ts_ns, dur_ns

@@ -1,6 +1,9 @@
 """``load(path) -> Trace``: a Kineto trace as linked, typed tables, built once.
 
-The raw event list is kept (never mutated) so emit can write every original event with new times.
+The raw events are kept read-only (``Events``: the document's bytes, parsed on access; a list when the
+trace came as a parsed document or needed the whole-document parse) so emit can rewrite every original
+event with new times. Tables are built chunk by chunk (ingest.assemble): the parsed event dicts of a
+large trace are never all alive at once.
 """
 from __future__ import annotations
 
@@ -8,14 +11,16 @@ import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 
 from habitat_trace.errors import TraceFormatError, UnsupportedTraceError
-from habitat_trace.ingest import classify, linking, reader, tables
+from habitat_trace.ingest import classify, linking, reader
 from habitat_trace.ingest import schema as S
+from habitat_trace.ingest.assemble import assemble
+from habitat_trace.ingest.events import ChunkError, event_chunks
 
 INT64_MIN = np.iinfo(np.int64).min
 
@@ -25,7 +30,9 @@ class Trace:
     path: Path
     meta: dict[str, Any]  # top-level keys except traceEvents
     devices: list[dict[str, Any]]  # deviceProperties
-    events: list[Any] = field(repr=False)  # raw traceEvents, read-only
+    events: Sequence[Any] = field(repr=False)  # raw traceEvents, read-only (ingest.events.Events or a list)
+    event_ts_ns: np.ndarray = field(repr=False)  # per event: origin ts, NO_TIME where none (tables.event_times)
+    event_dur_ns: np.ndarray = field(repr=False)  # per event: origin dur, NO_TIME where none
     gpu: pd.DataFrame = field(repr=False)  # kernels, copies, sets
     ops: pd.DataFrame = field(repr=False)  # cpu_op + user_annotation
     calls: pd.DataFrame = field(repr=False)  # cuda_runtime + cuda_driver
@@ -65,19 +72,32 @@ class Trace:
 
 def load(path: str | Path, require_gpu: bool = True) -> Trace:
     path = Path(path)
-    with _gc_paused():
-        return _build(path, reader.read_document(path), require_gpu)
+    with gc_paused():
+        raw = reader.read_bytes(path)
+        split = reader.split_document(raw)
+        if split is not None:
+            try:
+                return _build(path, *split, require_gpu)
+            except ChunkError:  # a chunk orjson refuses (NaN, bad UTF-8): the whole-document parse decides
+                split = None
+        doc = reader.parse_document(path, raw)
+        del raw
+        return _build(path, _meta(doc), doc["traceEvents"], require_gpu)
 
 
 def from_document(path: str | Path, doc: dict[str, Any], require_gpu: bool = True) -> Trace:
     """A Trace from an already parsed Kineto document (e.g. a rendered target trace); ``path`` names it
     in messages. ``doc`` must be a dict with a ``traceEvents`` list; its events are not copied."""
-    with _gc_paused():
-        return _build(Path(path), doc, require_gpu)
+    with gc_paused():
+        return _build(Path(path), _meta(doc), doc["traceEvents"], require_gpu)
+
+
+def _meta(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != "traceEvents"}
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Parsing and building the tables allocate millions of dicts, lists and tuples; each automatic
     collection rescans all that are alive, so time grows with the square of the trace size. Nothing
     made here is cyclic garbage, so collection waits until the end. Measured on a 326 MB trace:
@@ -97,30 +117,24 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _build(path: Path, doc: dict[str, Any], require_gpu: bool) -> Trace:
-    events = doc["traceEvents"]
-    meta = {k: v for k, v in doc.items() if k != "traceEvents"}
+def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu: bool) -> Trace:
     devices = meta.get("deviceProperties") or []
     if not isinstance(devices, list):
         devices = []
     devices = [d for d in devices if isinstance(d, dict)]
-    buckets = tables.bucket_events(events)
-    _refuse_amd(path, devices, buckets, events)
-
-    gpu = tables.gpu_table(events, buckets)
-    ops = tables.op_table(events, buckets)
-    calls = tables.call_table(events, buckets)
-    for what, df in (("GPU event", gpu), ("CPU op", ops), ("runtime call", calls)):
+    parts = assemble(event_chunks(events))
+    _refuse_amd(path, devices, parts.hip)
+    for what, df in (("GPU event", parts.gpu), ("CPU op", parts.ops), ("runtime call", parts.calls)):
         _check_times(path, what, df, events)
-    if require_gpu and len(gpu) == 0:
+    if require_gpu and len(parts.gpu) == 0:
         raise UnsupportedTraceError(
             f"{path}: no GPU kernels in this trace (CPU-only profile); record it with "
             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a CUDA device"
         )
-    trace = Trace(path=path, meta=meta, devices=devices, events=events, gpu=gpu, ops=ops, calls=calls,
-                  steps=pd.DataFrame(), syncs=tables.sync_table(events, buckets),
-                  gpu_annotations=tables.annotation_table(events, buckets),
-                  flows=tables.flow_table(events, buckets), memory=tables.memory_table(events, buckets))
+    trace = Trace(path=path, meta=meta, devices=devices, events=events, event_ts_ns=parts.ts_ns,
+                  event_dur_ns=parts.dur_ns, gpu=parts.gpu, ops=parts.ops, calls=parts.calls,
+                  steps=pd.DataFrame(), syncs=parts.syncs, gpu_annotations=parts.gpu_annotations,
+                  flows=parts.flows, memory=parts.memory)
     return _link(trace)
 
 
@@ -168,11 +182,11 @@ def _link(t: Trace) -> Trace:
         step = linking.step_of(steps, gpu[S.TS].to_numpy())
     gpu[S.STEP] = step
     gpu[S.KCLASS] = classify.classify(gpu[S.NAME], gpu[S.CAT], gpu[S.OP_NAME])
-    return Trace(path=t.path, meta=t.meta, devices=t.devices, events=t.events, gpu=gpu, ops=ops, calls=calls,
-                 steps=steps, syncs=t.syncs, gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory)
+    return Trace(path=t.path, meta=t.meta, devices=t.devices, events=t.events, event_ts_ns=t.event_ts_ns,
+                 event_dur_ns=t.event_dur_ns, gpu=gpu, ops=ops, calls=calls, steps=steps, syncs=t.syncs, gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory)
 
 
-def _check_times(path: Path, what: str, df: pd.DataFrame, events: list[Any]) -> None:
+def _check_times(path: Path, what: str, df: pd.DataFrame, events: Sequence[Any]) -> None:
     bad = (df[S.TS].to_numpy() == INT64_MIN) | (df[S.DUR].to_numpy() == INT64_MIN) | (df[S.DUR].to_numpy() < 0)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
@@ -183,11 +197,9 @@ def _check_times(path: Path, what: str, df: pd.DataFrame, events: list[Any]) -> 
         )
 
 
-def _refuse_amd(path: Path, devices: list[dict], buckets: dict[str, list[int]], events: list[Any]) -> None:
+def _refuse_amd(path: Path, devices: list[dict], hip_calls: bool) -> None:
     names = " ".join(str(d.get("name", "")) for d in devices)
-    calls = buckets.get(S.CAT_RUNTIME, [])[:50]
-    hip = any(str(events[i].get("name", "")).startswith("hip") for i in calls)
-    if hip or "AMD" in names or "Radeon" in names or "Instinct" in names:
+    if hip_calls or "AMD" in names or "Radeon" in names or "Instinct" in names:
         raise UnsupportedTraceError(
             f"{path}: AMD/ROCm trace ({names or 'hip runtime calls'}); habitat-trace models NVIDIA GPUs only "
             "(CUDA occupancy and CUPTI launch parameters): record the workload on an NVIDIA GPU"

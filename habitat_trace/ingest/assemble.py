@@ -1,0 +1,77 @@
+"""Build the ingest tables chunk by chunk, so that only one chunk of event dicts is alive at a time.
+
+Contract: ``assemble(chunks) -> Parts`` gives the same tables (rows, order, dtypes) as building them from
+the whole event list at once: each table builder reads one event at a time, so a chunk's rows only need
+their ``event`` column shifted by the chunk's first index. The flow table is two parts (launch, then
+forward/backward flows) whose dtypes depend on whether a part is empty: each part is assembled on its
+own and the two joined as ``tables.flow_table`` joins them. Also records every event's origin ts/dur
+(replay needs them, not the dicts).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from habitat_trace.ingest import schema as S
+from habitat_trace.ingest import tables
+
+AMD_SNIFF_CALLS = 50  # runtime calls looked at for a hip* name (ROCm traces name every call hip*)
+BUILDERS: dict[str, Callable[[list[Any], dict[str, list[int]]], pd.DataFrame]] = {
+    "gpu": tables.gpu_table, "ops": tables.op_table, "calls": tables.call_table, "syncs": tables.sync_table,
+    "gpu_annotations": tables.annotation_table, "memory": tables.memory_table,
+    **{cat: partial(tables.flow_part, cat=cat) for cat in tables.FLOW_CATEGORIES},
+}
+
+
+@dataclass(frozen=True)
+class Parts:
+    gpu: pd.DataFrame
+    ops: pd.DataFrame
+    calls: pd.DataFrame
+    syncs: pd.DataFrame
+    gpu_annotations: pd.DataFrame
+    flows: pd.DataFrame
+    memory: pd.DataFrame
+    ts_ns: np.ndarray  # per event: origin ts, tables.NO_TIME where absent
+    dur_ns: np.ndarray
+    hip: bool  # a hip* call among the first AMD_SNIFF_CALLS runtime calls
+
+
+def assemble(chunks: Iterable[tuple[int, list[Any]]]) -> Parts:
+    """Tables of the events given as ``(index of the first event, events)`` chunks, in order."""
+    frames: dict[str, list[pd.DataFrame]] = {name: [] for name in BUILDERS}
+    ts: list[np.ndarray] = []
+    dur: list[np.ndarray] = []
+    seen, hip = 0, False
+    for first, events in chunks:
+        buckets = tables.bucket_events(events)
+        for name, build in BUILDERS.items():
+            df = build(events, buckets)
+            if first:
+                df[S.EVENT] += first
+            frames[name].append(df)
+        t, d = tables.event_times(events)
+        ts.append(t)
+        dur.append(d)
+        calls = buckets.get(S.CAT_RUNTIME, [])[:max(AMD_SNIFF_CALLS - seen, 0)]
+        seen += len(calls)
+        hip = hip or any(str(events[i].get("name", "")).startswith("hip") for i in calls)
+        del events, buckets  # before the next chunk is parsed
+    if not ts:
+        return assemble([(0, [])])
+    out = {name: _concat(parts) for name, parts in frames.items()}
+    out["flows"] = pd.concat([out.pop(cat) for cat in tables.FLOW_CATEGORIES], ignore_index=True)
+    return Parts(**out, ts_ns=np.concatenate(ts), dur_ns=np.concatenate(dur), hip=hip)
+
+
+def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """One table from the chunks' tables; empty ones are left out (their columns' dtypes can differ)."""
+    full = [p for p in parts if len(p)]
+    if len(full) == 1:
+        return full[0]
+    return pd.concat(full, ignore_index=True) if full else parts[0]
+
