@@ -2,8 +2,9 @@
 
 Contract: ``gemm_time_ratio(m, n, k, batch, dtype, origin, target, t_origin_ns)`` returns t_target / t_origin for
 one GEMM, or None when the GEMM is outside the model's domain (a dtype without training data, dims outside the
-measured range); ``gemm_time_ratios`` is the vectorized form (NaN where out of domain). Never below the target's
-roofline. Pure numpy: importing this package does not import torch (tests/test_learned.py checks it).
+measured range, a GPU whose process node is unknown); ``gemm_time_ratios`` is the vectorized form (NaN where out
+of domain). Never below the target's roofline; exactly 1 (or the roofline) when origin and target have the same
+specs. Pure numpy: importing this package does not import torch (tests/test_learned.py checks it).
 """
 from __future__ import annotations
 
@@ -26,14 +27,17 @@ MIN_T_ORIGIN_NS = 1_000  # NeuSight's fastest kernel is ~29 us; below 1 us the t
 def gemm_time_ratios(m, n, k, batch, dtype: str, origin: GpuSpec, target: GpuSpec, t_origin_ns) -> np.ndarray:
     """Vectorized ``gemm_time_ratio``: one ratio per GEMM, NaN where out of domain."""
     m, n, k, b, t = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (m, n, k, batch, t_origin_ns)))
-    if dtype not in TRAINED_DTYPES:
+    o, g = M.gpu_vector(origin, dtype), M.gpu_vector(target, dtype)
+    if dtype not in TRAINED_DTYPES or not (np.isfinite(o).all() and np.isfinite(g).all()):
         return np.full(m.shape, np.nan)
     ok = ((m >= 1) & (n >= 1) & (k >= 1) & (b >= 1) & (np.maximum(np.maximum(m, n), k) <= MAX_DIM)
           & (b <= MAX_BATCH) & (t >= MIN_T_ORIGIN_NS) & np.isfinite(t))
     one = np.where(ok, 1.0, np.nan)
     mm, nn, kk, bb, tt = (np.where(ok, v, d) for v, d in ((m, 1), (n, 1), (k, 1), (b, 1), (t, MIN_T_ORIGIN_NS)))
-    o, g = M.gpu_vector(origin, dtype), M.gpu_vector(target, dtype)
     t_ms = tt * 1e-6
+    if np.array_equal(o, g):  # same specs: same time, whatever the network would say
+        flops, nbytes = M.gemm_cost(bb, mm, nn, kk, dtype)
+        return one * np.maximum(t_ms, M.roofline_ms(flops, nbytes, g)) / t_ms
     return one * M.predict_target_ms(bb, mm, nn, kk, t_ms, o, g, dtype) / t_ms
 
 

@@ -1,9 +1,10 @@
-"""GEMM time ratio t_target / t_origin from a small MLP, in numpy (no torch at predict time).
+"""GEMM time ratio t_target / t_origin: a physics baseline (peak ratio x TDP-limited clock) times a learned
+correction from a small MLP ensemble, in numpy (no torch at predict time).
 
-Contract: ``features(...)`` turns GEMM shapes, the origin's measured time and two GPUs' spec vectors into the
-model's input matrix; ``predict_ratio(...)`` returns the ratio, never below the target's roofline:
-t_target >= max(FLOPs / peak, bytes / bandwidth) with the datasheet peak and bandwidth (physics, no fudge).
-The network predicts a log2 correction to the peak-FP32 ratio; weights come from benchmarks/learned/train_gemm.py.
+Contract: ``predict_target_ms(b, m, n, k, t_origin_ms, origin, target)`` returns the target's time in ms, never
+below its roofline max(FLOPs / peak, bytes / bandwidth) with the datasheet peak and bandwidth. ``origin`` and
+``target`` are ``gpu_vector``s; the inputs are the GEMM's dims, the origin's measured time and catalog specs,
+nothing measured on the target. Weights come from benchmarks/learned/train_gemm.py.
 """
 from __future__ import annotations
 
@@ -17,27 +18,49 @@ from habitat_trace.scale.gpu import GpuSpec
 
 WEIGHTS = Path(__file__).resolve().parent / "gemm_fp32.npz"
 DTYPE_BYTES = {"fp32": 4}
-# cuBLAS SGEMM kernels tile the output in 32..128-wide tiles; 128x128 gives a wave count that tracks the
-# big kernels (tiles / SMs), the network learns the rest from the dims.
+# Output tile for the wave count: cuBLAS SGEMM kernels tile C in 32..128-wide tiles (the NeuSight kernel names);
+# 128x128 gives waves = tiles / SMs that track the big kernels. The target's own kernel is unknown, so one
+# fixed tile is used on both GPUs and the network learns the rest.
 TILE = 128
-# TDP: the T4 and P4 (70-75 W) cannot hold their boost clock under a sustained SGEMM; without it the
-# leave-one-GPU-out error on the P4 was 134% instead of 20% (benchmarks/learned/eval_logo.py, 2026-11-22)
-GPU_FIELDS = ("sms", "boost_clock_mhz", "memory_bandwidth_gbs", "l2_cache_mib", "peak_tflops", "tdp_w")
-ALL_FEATURES = ("log_b", "log_m", "log_n", "log_k", "log_flops", "log_bytes", "log_intensity", "log_t_origin_us",
-            "log_origin_over_roofline", "log_tiles_per_sm_origin", "log_tiles_per_sm_target", "log_ceil_wave_ratio",
-            "log_roofline_ratio", *(f"log_ratio_{f}" for f in GPU_FIELDS))
-# Features to leave out. Measured (leave-one-GPU-out, 2026-11-22): dropping the L2 ratio (the A100's 40 MB is
-# 7x anything else) helps the A100 (29.5% -> 21.2%) but hurts the P4 (20% -> 41%) and T4 (32% -> 50%): kept.
-DROPPED: tuple[str, ...] = ()
-FEATURES = tuple(f for f in ALL_FEATURES if f not in DROPPED)
-_KEEP = [ALL_FEATURES.index(f) for f in FEATURES]
+
+# Process node by chip (name prefix, first match wins), for the power model below. Sources: NVIDIA Pascal
+# (Tesla P100) whitepaper "16 nm FinFET" (GP10x); Volta (V100) and Turing whitepapers "TSMC 12 nm FFN"; A100
+# whitepaper "TSMC 7 nm N7"; Ampere GA102 whitepaper "Samsung 8 nm 8N"; Ada (AD102) and H100 whitepapers
+# "TSMC 4N"; Blackwell technical brief "TSMC 4NP".
+PROCESS_NM = (("GP1", 16.0), ("GV1", 12.0), ("TU1", 12.0), ("GA100", 7.0), ("GA10", 8.0), ("AD1", 4.0),
+              ("GH1", 4.0), ("GB", 4.0))
+
+# TDP-limited clock. Dynamic energy per operation scales about linearly with the feature size (C V^2 with C ~
+# nm and V nearly flat from 16 to 4 nm; TSMC quotes -60% power 16FF+ -> N7 at equal speed, 7/16 = 0.44), so
+# the power a GPU needs to hold its peak is ~ peak x nm, and headroom = TDP / (peak_TFLOPS x nm) says how far
+# its TDP covers that. 250 W parts have 1.5..1.8 (V100 PCIe, P100 PCIe, A100 PCIe), the 70-75 W T4 and P4 0.7
+# and 0.85: NeuSight's T4 runs big SGEMMs at ~0.4 of its FP32 peak, the V100 at ~0.85. Below the knee the
+# sustained clock is headroom / knee of boost. The knee (a round number between the two groups), the onset
+# and its width are three global constants chosen by hand and checked leave-one-GPU-out (see
+# benchmarks/results/learned_logo.md); nothing is fitted per GPU.
+HEADROOM_KNEE = 1.3  # W / (TFLOP/s x nm)
+# The clock drops only once a kernel runs long enough for the power controller to act: NeuSight's T4 and P4
+# are near boost clock below ~0.1 ms and at the sustained clock by a few ms (benchmarks/results/learned_logo.md).
+THROTTLE_ONSET_MS = 0.5
+THROTTLE_WIDTH_OCTAVES = 1.0
+
+GPU_FIELDS = ("sms", "peak_tflops", "memory_bandwidth_gbs", "tdp_w", "process_nm")
+_SMS, _PEAK, _BW, _TDP, _NM = range(len(GPU_FIELDS))
+FEATURES = ("log_t_origin_us", "log_origin_over_roofline", "log_intensity", "log_tiles_per_sm_target",
+            "log_tiles_per_sm_origin", "log_ceil_wave_ratio", "log_ratio_bandwidth", "log_ratio_peak",
+            "log_ratio_sustained_peak")
+
+
+def process_nm(spec: GpuSpec) -> float:
+    """Process node in nm of the GPU's chip (catalog ``chip``), NaN when the chip is not in ``PROCESS_NM``."""
+    chip = str(spec.extra.get("chip", ""))
+    return next((nm for prefix, nm in PROCESS_NM if chip.startswith(prefix)), float("nan"))
 
 
 def gpu_vector(spec: GpuSpec, dtype: str = "fp32") -> np.ndarray:
     """The spec fields the model reads, in ``GPU_FIELDS`` order (peak: the dtype's pipe)."""
     peak = spec.fp32_tflops if dtype == "fp32" else spec.tensor_peak_tflops(dtype)
-    return np.array([spec.sms, spec.boost_clock_mhz, spec.memory_bandwidth_gbs, spec.l2_cache_mib, peak,
-                     spec.tdp_w], float)
+    return np.array([spec.sms, peak, spec.memory_bandwidth_gbs, spec.tdp_w, process_nm(spec)], float)
 
 
 def gemm_cost(b, m, n, k, dtype: str = "fp32") -> tuple[np.ndarray, np.ndarray]:
@@ -49,69 +72,91 @@ def gemm_cost(b, m, n, k, dtype: str = "fp32") -> tuple[np.ndarray, np.ndarray]:
 def roofline_ms(flops: np.ndarray, nbytes: np.ndarray, gpu: np.ndarray) -> np.ndarray:
     """Lower bound on a kernel's time in ms on ``gpu`` (a ``gpu_vector``, or rows of them)."""
     gpu = np.asarray(gpu, dtype=np.float64)
-    return np.maximum(flops / (gpu[..., 4] * 1e9), nbytes / (gpu[..., 2] * 1e6))
+    return np.maximum(flops / (gpu[..., _PEAK] * 1e9), nbytes / (gpu[..., _BW] * 1e6))
+
+
+def sustained_fraction(gpu: np.ndarray) -> np.ndarray:
+    """Fraction of boost clock a GPU holds under a long SGEMM: min(1, headroom / knee) (see HEADROOM_KNEE)."""
+    gpu = np.asarray(gpu, dtype=np.float64)
+    headroom = gpu[..., _TDP] / (gpu[..., _PEAK] * gpu[..., _NM])
+    return np.minimum(1.0, headroom / HEADROOM_KNEE)
+
+
+def clock_fraction(gpu: np.ndarray, duration_ms) -> np.ndarray:
+    """Fraction of boost clock for a kernel of ``duration_ms``: boost for short kernels, the sustained fraction
+    for long ones, a logistic step in log2(duration) between them."""
+    octaves = np.log2(np.asarray(duration_ms, dtype=np.float64) / THROTTLE_ONSET_MS) / THROTTLE_WIDTH_OCTAVES
+    onset = 1.0 / (1.0 + np.exp(-octaves))
+    return 1.0 - (1.0 - sustained_fraction(gpu)) * onset
+
+
+def baseline_log2_ratio(t_origin_ms, origin: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """log2 of the physics ratio: peak x clock fraction of the origin over the target's, the target's clock
+    taken at the duration the peak ratio alone predicts."""
+    t_o = np.asarray(t_origin_ms, dtype=np.float64)
+    po, pt = origin[..., _PEAK], target[..., _PEAK]
+    return np.log2(po * clock_fraction(origin, t_o) / (pt * clock_fraction(target, t_o * po / pt)))
 
 
 def features(b, m, n, k, t_origin_ms, origin: np.ndarray, target: np.ndarray, dtype: str = "fp32") -> np.ndarray:
     """Input matrix (n, len(FEATURES)), columns in ``FEATURES`` order; ``origin``/``target`` are gpu_vectors
-    (one, or one row per GEMM)."""
+    (one, or one row per GEMM). No shape dims: they let the network memorize pair-specific kernel choices that
+    do not carry to an unseen GPU (leave-one-GPU-out 20% with them, 17% without; learned_logo.md)."""
     b, m, n, k, t_o = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (b, m, n, k, t_origin_ms)))
     o = np.broadcast_to(np.asarray(origin, dtype=np.float64), b.shape + (len(GPU_FIELDS),))
     t = np.broadcast_to(np.asarray(target, dtype=np.float64), b.shape + (len(GPU_FIELDS),))
     flops, nbytes = gemm_cost(b, m, n, k, dtype)
-    roof_o, roof_t = roofline_ms(flops, nbytes, o), roofline_ms(flops, nbytes, t)
     tiles = b * np.ceil(m / TILE) * np.ceil(n / TILE)
-    waves_o, waves_t = tiles / o[..., 0], tiles / t[..., 0]
-    cols = [np.log2(b), np.log2(m), np.log2(n), np.log2(k), np.log2(flops), np.log2(nbytes), np.log2(flops / nbytes),
-            np.log2(t_o * 1e3), np.log2(t_o / roof_o), np.log2(waves_o), np.log2(waves_t),
-            np.log2(np.maximum(np.ceil(waves_t), 1) / np.maximum(np.ceil(waves_o), 1)), np.log2(roof_t / roof_o)]
-    cols += [np.log2(t[..., i] / o[..., i]) for i in range(len(GPU_FIELDS))]
-    return np.stack(cols, axis=-1)[..., _KEEP]
-
-
-def baseline_log2_ratio(x: np.ndarray) -> np.ndarray:
-    """log2 of the peak-FP32 ratio origin/target: the prior the network corrects."""
-    return -x[..., FEATURES.index("log_ratio_peak_tflops")]
+    waves_o, waves_t = tiles / o[..., _SMS], tiles / t[..., _SMS]
+    sus = np.log2(t[..., _PEAK] * sustained_fraction(t) / (o[..., _PEAK] * sustained_fraction(o)))
+    cols = [np.log2(t_o * 1e3), np.log2(t_o / roofline_ms(flops, nbytes, o)), np.log2(flops / nbytes),
+            np.log2(waves_t), np.log2(waves_o),
+            np.log2(np.maximum(np.ceil(waves_t), 1) / np.maximum(np.ceil(waves_o), 1)),
+            np.log2(t[..., _BW] / o[..., _BW]), np.log2(t[..., _PEAK] / o[..., _PEAK]), sus]
+    return np.stack(cols, axis=-1)
 
 
 @dataclass(frozen=True)
-class Mlp:
+class Ensemble:
+    """MLPs (SiLU hidden layers, linear output) sharing one input normalization; the correction is their mean."""
     mean: np.ndarray
     std: np.ndarray
-    weights: tuple[np.ndarray, ...]  # W0, b0, W1, b1, ..., last layer linear
+    members: tuple[tuple[np.ndarray, ...], ...]  # per member: W0, b0, W1, b1, ...
     meta: str
 
     def log2_correction(self, x: np.ndarray) -> np.ndarray:
-        h = (x - self.mean) / self.std
-        layers = list(zip(self.weights[::2], self.weights[1::2]))
-        for w, bias in layers[:-1]:
-            z = h @ w + bias
-            h = z / (1.0 + np.exp(-z))  # SiLU, as in training
-        w, bias = layers[-1]
-        return (h @ w + bias)[..., 0]
+        h0 = (x - self.mean) / self.std
+        out = np.zeros(h0.shape[:-1])
+        for weights in self.members:
+            h = h0
+            layers = list(zip(weights[::2], weights[1::2]))
+            for w, bias in layers[:-1]:
+                z = h @ w + bias
+                h = z / (1.0 + np.exp(-z))  # SiLU, as in training
+            w, bias = layers[-1]
+            out += (h @ w + bias)[..., 0]
+        return out / len(self.members)
 
 
 @functools.lru_cache(maxsize=4)
-def load(path: Path = WEIGHTS) -> Mlp:
+def load(path: Path = WEIGHTS) -> Ensemble:
     with np.load(path, allow_pickle=False) as z:
         if tuple(str(f) for f in z["features"]) != FEATURES:
             raise ValueError(f"{path}: trained on other features than this code computes; retrain it")
-        n = int(z["n_layers"])
-        return Mlp(z["mean"], z["std"], tuple(z[f"{p}{i}"] for i in range(n) for p in ("w", "b")), str(z["meta"]))
-
-
-def predict_ratio(x: np.ndarray, floor_ratio: np.ndarray, model: Mlp | None = None) -> np.ndarray:
-    """t_target / t_origin for feature rows ``x``, at least ``floor_ratio`` (target roofline / t_origin)."""
-    model = model or load()
-    r = np.exp2(baseline_log2_ratio(x) + model.log2_correction(x))
-    return np.maximum(r, floor_ratio)
+        n_layers, n_members = int(z["n_layers"]), int(z["n_members"])
+        members = tuple(tuple(z[f"m{e}_{p}{i}"] for i in range(n_layers) for p in ("w", "b")) for e in range(n_members))
+        return Ensemble(z["mean"], z["std"], members, str(z["meta"]))
 
 
 def predict_target_ms(b, m, n, k, t_origin_ms, origin: np.ndarray, target: np.ndarray, dtype: str = "fp32",
-                      model: Mlp | None = None) -> np.ndarray:
-    """Predicted time on the target in ms, never below its roofline."""
+                      model: Ensemble | None = None) -> np.ndarray:
+    """Predicted time on the target in ms: t_origin x 2^(physics baseline + learned correction), never below
+    the target's roofline."""
+    model = model or load()
     x = features(b, m, n, k, t_origin_ms, origin, target, dtype)
     flops, nbytes = gemm_cost(*np.broadcast_arrays(b, m, n, k), dtype)
     t_o = np.broadcast_to(np.asarray(t_origin_ms, dtype=np.float64), flops.shape)
-    floor = roofline_ms(flops, nbytes, np.broadcast_to(target, flops.shape + (len(GPU_FIELDS),))) / t_o
-    return t_o * predict_ratio(x, floor, model)
+    o = np.broadcast_to(np.asarray(origin, dtype=np.float64), flops.shape + (len(GPU_FIELDS),))
+    t = np.broadcast_to(np.asarray(target, dtype=np.float64), flops.shape + (len(GPU_FIELDS),))
+    pred = t_o * np.exp2(baseline_log2_ratio(t_o, o, t) + model.log2_correction(x))
+    return np.maximum(pred, roofline_ms(flops, nbytes, t))
