@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from habitat_trace.emit.check import compare
-from habitat_trace.emit.replay import _event_times, replay
+from habitat_trace.emit.replay import replay
+from habitat_trace.ingest.tables import event_times
 from habitat_trace.emit.writer import us_text, write_trace
 from habitat_trace.errors import OutputError
 from habitat_trace.ingest import load
@@ -49,8 +50,8 @@ def _roundtrip(path: Path, tmp_path: Path, factor: float = 1.0, suffix: str = ".
 def _assert_identity(path: Path, tmp_path: Path) -> None:
     trace, _, out = _roundtrip(path, tmp_path)
     again = load(out)
-    old_ts, old_dur = _event_times(trace.events)
-    new_ts, new_dur = _event_times(again.events)
+    old_ts, old_dur = event_times(trace.events)
+    new_ts, new_dur = event_times(again.events)
     assert (old_ts == new_ts).all() and (old_dur == new_dur).all()
     assert len(again.gpu) == len(trace.gpu)
 

@@ -55,9 +55,6 @@ def cpu_map(t: np.ndarray, breaks: Breaks) -> np.ndarray:
     return out
 
 
-_event_times = tables.event_times  # every event's origin ts/dur; load() keeps them as trace.event_ts_ns/_dur_ns
-
-
 def replay(trace: Any, prediction: Prediction) -> Timeline:
     dur_new = np.asarray(prediction.dur_ns, dtype=np.int64)
     start, breaks = schedule(trace, dur_new)

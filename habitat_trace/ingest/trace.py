@@ -79,7 +79,7 @@ def load(path: str | Path, require_gpu: bool = True) -> Trace:
             try:
                 return _build(path, *split, require_gpu)
             except ChunkError:  # a chunk orjson refuses (NaN, bad UTF-8): the whole-document parse decides
-                split = None
+                pass
         doc = reader.parse_document(path, raw)
         del raw
         return _build(path, _meta(doc), doc["traceEvents"], require_gpu)
@@ -183,7 +183,8 @@ def _link(t: Trace) -> Trace:
     gpu[S.STEP] = step
     gpu[S.KCLASS] = classify.classify(gpu[S.NAME], gpu[S.CAT], gpu[S.OP_NAME])
     return Trace(path=t.path, meta=t.meta, devices=t.devices, events=t.events, event_ts_ns=t.event_ts_ns,
-                 event_dur_ns=t.event_dur_ns, gpu=gpu, ops=ops, calls=calls, steps=steps, syncs=t.syncs, gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory)
+                 event_dur_ns=t.event_dur_ns, gpu=gpu, ops=ops, calls=calls, steps=steps, syncs=t.syncs,
+                 gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory)
 
 
 def _check_times(path: Path, what: str, df: pd.DataFrame, events: Sequence[Any]) -> None:

@@ -126,10 +126,10 @@ def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarra
     # is its GEMM kernel(s), while conv and attention ops split their FLOPs over helper kernels (cuDNN
     # wgrad reductions, layout transforms, softmax statistics) whose time share says nothing of FLOPs
     gemm = (g[S.KCLASS] == K.GEMM).to_numpy()
+    # (unknown FLOPs stay NaN: wave.combine reads NaN as 0 and clips to [0, 1])
     flop_share = np.where(gemm, share * flops / (peak_o * 1e3) / np.maximum(t_o, 1.0), 0.0)
-    flop_share = np.clip(np.nan_to_num(flop_share), 0.0, 1.0)
-    return {"flop_share": flop_share, "has_params": has_params, "waves_origin": w_o, "waves_target": w_t, "bw_origin": bw_o,
-            "bw_target": bw_t, "rate_ratio": rate_ratio, "gamma": gamma, "roofline_floor_ns": floor}
+    return {"flop_share": flop_share, "has_params": has_params, "waves_origin": w_o, "waves_target": w_t,
+            "bw_origin": bw_o, "bw_target": bw_t, "rate_ratio": rate_ratio, "gamma": gamma, "roofline_floor_ns": floor}
 
 
 def _roofline_ns(flops: np.ndarray, nbytes: np.ndarray, peak_tflops: np.ndarray, spec: GpuSpec) -> np.ndarray:

@@ -16,7 +16,8 @@ fractional above one wave: cuBLAS/cuDNN size persistent grids to the SM count, a
 (2) the memory side is the *achievable* bandwidth of the SMs the kernel occupies (a kernel on a few
 SMs cannot pull the whole DRAM bandwidth), measured with benchmarks/microbench/bandwidth_vs_sms.py;
 (3) the two sides add as time shares (DRAM overlapping the FLOPs where u is known) instead of
-multiplying as powers, so γ = 1 gives exactly the bandwidth law and γ = 0 exactly the wave law; (4) γ comes from the op's FLOPs/bytes, not counters.
+multiplying as powers, so γ = 1 gives exactly the bandwidth law and γ = 0 exactly the wave law;
+(4) γ comes from the op's FLOPs/bytes, not counters.
 """
 from __future__ import annotations
 
