@@ -4,7 +4,7 @@ Contract: ``assemble(chunks) -> Parts`` gives the same tables (rows, order, dtyp
 the whole event list at once: each table builder reads one event at a time, so a chunk's rows only need
 their ``event`` column shifted by the chunk's first index. The flow table is two parts (launch, then
 forward/backward flows) whose dtypes depend on whether a part is empty: each part is assembled on its
-own and the two joined as ``tables.flow_table`` joins them. Also records every event's origin ts/dur
+own and the two are then concatenated, launch flows first. Also records every event's origin ts/dur
 (replay needs them, not the dicts).
 """
 from __future__ import annotations

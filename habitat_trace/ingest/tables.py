@@ -208,10 +208,6 @@ def annotation_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.Dat
 FLOW_CATEGORIES = (S.CAT_FLOW_LAUNCH, S.CAT_FLOW_FWDBWD)
 
 
-def flow_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
-    return pd.concat([flow_part(events, buckets, cat) for cat in FLOW_CATEGORIES], ignore_index=True)
-
-
 def flow_part(events: list[Any], buckets: dict[str, list[int]], cat: str) -> pd.DataFrame:
     """The flow table's rows of one category (launch or forward/backward flows)."""
     idx = [i for i in buckets.get(cat, ()) if events[i].get("ph") in ("s", "f", "t")]
