@@ -84,6 +84,28 @@ def _gemm_flops(name: str, dims: tuple) -> float:
     return math.nan
 
 
+def gemm_dims(name: str, dims: Any) -> Optional[tuple[int, int, int, int]]:
+    """(batch, M, N, K) of a GEMM op C[batch] = A (M x K) @ B (K x N), from its recorded input shapes;
+    None for other ops, vector products, or shapes that were not recorded."""
+    if name not in GEMM_OPS:
+        return None
+    frozen = _freeze(_list(dims))
+    shapes = [d for d in frozen if _is_shape(d)]
+    mats = [d for d in shapes if len(d) >= 2]
+    if name == "aten::linear":  # linear(input [..., K], weight [N, K], bias)
+        if len(mats) < 2:
+            return None
+        x, w = mats[0], mats[1]
+        out = (1, _numel(x[:-1]), int(w[0]), int(x[-1]))
+    else:
+        a_b = _gemm_operands(name, frozen)
+        if a_b is None:
+            return None
+        a, b = a_b
+        out = (max(_numel(a[:-2]), _numel(b[:-2])), int(a[-2]), int(b[-1]), int(a[-1]))
+    return out if min(out) >= 1 else None
+
+
 def _conv_flops(name: str, dims: tuple, concrete: tuple) -> float:
     shapes = [d for d in dims if _is_shape(d)]
     if len(shapes) < 2 or len(shapes[0]) < 3:

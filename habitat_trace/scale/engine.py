@@ -3,7 +3,9 @@
 Pure function of the ingest tables and two GpuSpecs; reads no JSON, writes nothing.
 Methods: identity (same GPU), copy (memcpy/memset), wave (kernels with launch parameters),
 roofline-op (library GEMM/conv/attention/RNN kernels: wave law, then bounded below by the target's
-roofline for the op's FLOPs and bytes), fallback (no launch parameters: class-level rule).
+roofline for the op's FLOPs and bytes), learned (FP32 GEMMs between two real GPUs inside the learned
+model's trained range, scale/learned/envelope.py: its time ratio, roofline-bounded), fallback (no launch
+parameters: class-level rule).
 """
 from __future__ import annotations
 
@@ -14,10 +16,11 @@ import pandas as pd
 
 from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
-from habitat_trace.scale import occupancy, wave
-from habitat_trace.scale.cost import op_cost, tensor_dtype_from_kernel
+from habitat_trace.scale import learned, occupancy, wave
+from habitat_trace.scale.cost import gemm_dims, op_cost, tensor_dtype_from_kernel
 from habitat_trace.scale.gpu import GpuSpec
-from habitat_trace.scale.prediction import COPY, FALLBACK, IDENTITY, ROOFLINE_OP, WAVE, Prediction
+from habitat_trace.scale.learned import envelope
+from habitat_trace.scale.prediction import COPY, FALLBACK, IDENTITY, LEARNED, ROOFLINE_OP, WAVE, Prediction
 
 # γ when an op's shapes were not recorded (no record_shapes, TensorList arguments): streaming kernels
 # are mostly bandwidth-bound, library kernels mostly not. Assumptions, not fits: see README "Method".
@@ -60,12 +63,45 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
     t_t = np.where(is_copy, t_o * f_mem, t_t)
     t_t = np.where(host_copy, t_o, t_t)
     reason[host_copy] = "host copy: link bandwidth not modelled, origin time kept"
+    # library-chosen FP32 GEMMs between two GPUs the learned model covers: its ratio instead of the wave law
+    t_learned = _learned_gemm_ns(trace, origin, target, facts["pipe"], t_o)
+    use_learned = np.isfinite(t_learned) & ~is_copy
+    t_t = np.where(use_learned, t_learned, t_t)
+    method[use_learned] = LEARNED
     # roofline floor for library kernels whose op cost is known: never faster than physics
     floor = facts["roofline_floor_ns"]
     bounded = library & np.isfinite(floor)
     t_t = np.where(bounded, np.maximum(t_t, floor), t_t)
     dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
     return Prediction(origin, target, dur, method, reason, warnings=_warnings(no_params, is_copy))
+
+
+def _learned_gemm_ns(trace, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, t_o: np.ndarray) -> np.ndarray:
+    """Target time of each FP32 (CUDA-core) GEMM kernel from the learned model, NaN where it does not apply
+    (other kernels, GPUs outside envelope.covers, shapes not recorded, outside the model's domain). The
+    model predicts a GEMM op's time: the ratio comes from the op's summed GEMM-kernel time and scales
+    each of its kernels."""
+    out = np.full(len(t_o), np.nan)
+    if not (envelope.covers(origin) and envelope.covers(target)):
+        return out
+    g, ops = trace.gpu, trace.ops
+    op = g[S.OP].to_numpy()
+    cand = (g[S.KCLASS].to_numpy() == K.GEMM) & (pipe == "fp32") & (op >= 0) & (g[S.CAT] == S.CAT_KERNEL).to_numpy()
+    if not cand.any():
+        return out
+    names, dims, types = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy(), ops[S.INPUT_TYPES].to_numpy()
+    shape: dict[int, tuple[int, int, int, int]] = {}
+    for o in np.unique(op[cand]).tolist():
+        bmnk = gemm_dims(str(names[o]), dims[o])
+        if bmnk is not None and op_cost(str(names[o]), dims[o], types[o], None)[2] == "fp32":
+            shape[o] = bmnk
+    rows = np.flatnonzero(cand & np.isin(op, list(shape)))
+    if not len(rows):
+        return out
+    t_op = pd.Series(t_o[rows]).groupby(op[rows]).transform("sum").to_numpy()
+    b, m, n, k = np.array([shape[o] for o in op[rows].tolist()], dtype=np.float64).T
+    out[rows] = t_o[rows] * learned.gemm_time_ratios(m, n, k, b, "fp32", origin, target, t_op)
+    return out
 
 
 def scale_factors(g: pd.DataFrame, facts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -128,7 +164,8 @@ def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarra
     gemm = (g[S.KCLASS] == K.GEMM).to_numpy()
     # (unknown FLOPs stay NaN: wave.combine reads NaN as 0 and clips to [0, 1])
     flop_share = np.where(gemm, share * flops / (peak_o * 1e3) / np.maximum(t_o, 1.0), 0.0)
-    return {"flop_share": flop_share, "has_params": has_params, "waves_origin": w_o, "waves_target": w_t,
+    return {"flop_share": flop_share, "has_params": has_params, "pipe": np.array(pipe, dtype=object),
+            "waves_origin": w_o, "waves_target": w_t,
             "bw_origin": bw_o, "bw_target": bw_t, "rate_ratio": rate_ratio, "gamma": gamma, "roofline_floor_ns": floor}
 
 
