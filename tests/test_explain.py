@@ -13,6 +13,7 @@ from habitat_trace.explain import explain
 from habitat_trace.ingest import load
 from habitat_trace.scale.engine import predict
 from habitat_trace.scale.report import REPORT_COLUMNS, kernel_report
+from habitat_trace.scale.wave import combine
 from habitat_trace.scale.specs import load_catalog
 from tests.conftest import MLP_FIXTURE, ROOT, TRACES, needs_shared
 
@@ -33,7 +34,16 @@ def test_kernel_report_matches_predict(catalog) -> None:
     assert tuple(report.columns) == REPORT_COLUMNS and len(report) == len(trace.gpu)
     assert np.array_equal(report["dur_target_ns"].to_numpy(), prediction.dur_ns)
     assert list(report["method"]) == list(prediction.method)
-    assert report["gamma"].between(0, 1).all()
+    assert report["gamma"].between(0, 1).all() and report["flop_share"].between(0, 1).all()
+    # the table explains a wave-law row completely: its prediction recomputes from the row's own columns
+    wave_rows = (report["method"] == "wave").to_numpy()
+    recomputed = combine(report["dur_origin_ns"].to_numpy(np.float64), report["gamma"].to_numpy(),
+                         report["f_mem"].to_numpy(), report["f_comp"].to_numpy(), report["flop_share"].to_numpy())
+    assert wave_rows.any()
+    assert np.allclose(np.maximum(np.rint(recomputed[wave_rows]), 1), report["dur_target_ns"][wave_rows], atol=1)
+    # library rows: the same law, then never below the roofline floor
+    lib = (report["method"] == "roofline-op").to_numpy()
+    assert lib.any() and (report["dur_target_ns"].to_numpy()[lib] >= np.rint(recomputed[lib]) - 1).all()
 
 
 @needs_shared

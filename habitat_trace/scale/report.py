@@ -1,7 +1,8 @@
 """``kernel_report(trace, origin, target) -> DataFrame``: the per-kernel facts behind ``engine.predict``.
 
 One row per GPU event (aligned with ``trace.gpu``): origin and predicted time, waves on both GPUs, γ (the
-memory-bound share), the memory- and compute-side factors, method and reason. Computed by the engine's own
+memory-bound share), u (the FLOP share of a GEMM's origin time at its pipe's peak), the memory- and compute-side
+factors, method and reason: a wave-law row's prediction is wave.combine(dur_origin, γ, f_mem, f_comp, u). Computed by the engine's own
 ``kernel_facts``/``scale_factors`` and ``predict``, so it explains exactly the prediction that replay uses.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from habitat_trace.scale import engine
 from habitat_trace.scale.gpu import GpuSpec
 
 REPORT_COLUMNS = ("name", "kclass", "op_name", "root_op_name", "step", "dur_origin_ns", "dur_target_ns",
-                  "waves_origin", "waves_target", "gamma", "f_mem", "f_comp", "method", "reason")
+                  "waves_origin", "waves_target", "gamma", "flop_share", "f_mem", "f_comp", "method", "reason")
 
 
 def kernel_report(trace, origin: GpuSpec, target: GpuSpec) -> pd.DataFrame:
@@ -29,5 +30,6 @@ def kernel_report(trace, origin: GpuSpec, target: GpuSpec) -> pd.DataFrame:
         "root_op_name": g[S.ROOT_OP_NAME].to_numpy(), "step": g[S.STEP].to_numpy(),
         "dur_origin_ns": g[S.DUR].to_numpy(), "dur_target_ns": prediction.dur_ns,
         "waves_origin": facts["waves_origin"], "waves_target": facts["waves_target"], "gamma": facts["gamma"],
+        "flop_share": np.clip(np.nan_to_num(facts["flop_share"], nan=0.0), 0.0, 1.0),  # as wave.combine reads it
         "f_mem": f_mem, "f_comp": f_comp, "method": prediction.method, "reason": prediction.reason,
     }, columns=list(REPORT_COLUMNS))
