@@ -10,6 +10,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+# int64 ns columns: the event has no such time (NaN or absent ts/dur, metadata, non-X events)
+NO_TIME = np.iinfo(np.int64).min
+
 NS_PER_US = 1000
 
 
@@ -58,7 +61,7 @@ def us_to_ns(us: np.ndarray) -> np.ndarray:
     safe = np.where(finite, us, 0.0)
     whole = np.floor(safe)
     ns = whole.astype(np.int64) * NS_PER_US + np.rint((safe - whole) * NS_PER_US).astype(np.int64)
-    ns[~finite] = np.iinfo(np.int64).min
+    ns[~finite] = NO_TIME
     return ns
 
 

@@ -20,7 +20,7 @@ _ABSENT = object()  # a key that is not there (unlike one set to null)
 _NO_CAT = object()  # an event without "cat" (metadata, [memory] instants)
 CAT_INSTANT = "cpu_instant_event"
 _NOT_EVENT = 1.5  # a traceEvents entry that is not an object: no category string, never bucketed
-NO_TIME = np.iinfo(np.int64).min  # the event has no ts (metadata, non-dict) or no dur (not an X event)
+NO_TIME = col.NO_TIME  # one sentinel for every int64 ns column (columns.py)
 
 
 def bucket_events(events: list[Any]) -> dict[str, list[int]]:

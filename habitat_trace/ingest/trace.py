@@ -20,9 +20,8 @@ from habitat_trace.errors import TraceFormatError, UnsupportedTraceError
 from habitat_trace.ingest import classify, linking, reader
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.assemble import assemble
+from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.ingest.events import ChunkError, event_chunks
-
-INT64_MIN = np.iinfo(np.int64).min
 
 
 @dataclass(frozen=True)
@@ -188,7 +187,7 @@ def _link(t: Trace) -> Trace:
 
 
 def _check_times(path: Path, what: str, df: pd.DataFrame, events: Sequence[Any]) -> None:
-    bad = (df[S.TS].to_numpy() == INT64_MIN) | (df[S.DUR].to_numpy() == INT64_MIN) | (df[S.DUR].to_numpy() < 0)
+    bad = (df[S.TS].to_numpy() == NO_TIME) | (df[S.DUR].to_numpy() == NO_TIME) | (df[S.DUR].to_numpy() < 0)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         ev = events[int(df[S.EVENT].iat[row])]
