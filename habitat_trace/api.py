@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
-import orjson
 import pandas as pd
 
 from habitat_trace.emit.replay import Timeline
@@ -155,7 +154,7 @@ class Trace:
         True
         """
         from habitat_trace.emit.writer import render
-        from habitat_trace.ingest.trace import from_document
+        from habitat_trace.ingest.trace import from_bytes
         from habitat_trace.scale.specs import load_catalog
 
         catalog = load_catalog(Path(specs) if specs else None)
@@ -163,8 +162,8 @@ class Trace:
         src = self._origin(catalog, origin)
         prediction, timeline = predict_timeline(self.tables, src, target)
         info = {"input": str(self.path), "specs_file": str(specs) if specs else None}
-        doc = orjson.loads(render(self.tables, timeline, prediction, info))
-        return Trace(from_document(self.path, doc), prediction, timeline, self.tables, info)
+        return Trace(from_bytes(self.path, render(self.tables, timeline, prediction, info)), prediction, timeline,
+                     self.tables, info)
 
     def write(self, path: str | Path) -> Path:
         """Write the trace (gzip when ``path`` ends with .gz): a loaded trace as read (same bytes when the

@@ -18,9 +18,9 @@ from habitat_trace.emit.writer import render, write_trace
 from habitat_trace.errors import UnsupportedTraceError
 from habitat_trace.ingest import events as lazy
 from habitat_trace.ingest import load
-from habitat_trace.ingest.reader import read_document
+from habitat_trace.ingest.reader import read_bytes, read_document
 from habitat_trace.ingest.tables import _shared
-from habitat_trace.ingest.trace import from_document
+from habitat_trace.ingest.trace import from_bytes, from_document
 from tests.conftest import DATA, EXTERNAL, MLP_FIXTURE, TRACES, needs_shared
 from tests.emit_helpers import scaled
 
@@ -116,3 +116,11 @@ def test_events_of_a_loaded_trace_are_read_only_copies() -> None:
     first["ph"] = "changed"
     assert trace.events[0]["ph"] != "changed"
     assert np.array_equal(trace.event_ts_ns, load(MLP_FIXTURE).event_ts_ns)
+
+
+def test_from_bytes_builds_what_load_builds():
+    """Trace.scale() re-reads its rendered output through from_bytes: the same chunked path as load()."""
+    a, b = load(MLP_FIXTURE), from_bytes(MLP_FIXTURE, read_bytes(MLP_FIXTURE))
+    for name in ("gpu", "ops", "calls", "steps"):
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name))
+    assert np.array_equal(a.event_ts_ns, b.event_ts_ns) and len(a.events) == len(b.events)

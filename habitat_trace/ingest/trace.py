@@ -72,16 +72,26 @@ class Trace:
 def load(path: str | Path, require_gpu: bool = True) -> Trace:
     path = Path(path)
     with gc_paused():
-        raw = reader.read_bytes(path)
-        split = reader.split_document(raw)
-        if split is not None:
-            try:
-                return _build(path, *split, require_gpu)
-            except ChunkError:  # a chunk orjson refuses (NaN, bad UTF-8): the whole-document parse decides
-                pass
-        doc = reader.parse_document(path, raw)
-        del raw
-        return _build(path, _meta(doc), doc["traceEvents"], require_gpu)
+        return _from_bytes(path, reader.read_bytes(path), require_gpu)
+
+
+def from_bytes(path: str | Path, raw: bytes, require_gpu: bool = True) -> Trace:
+    """A Trace from a document's (uncompressed) bytes, e.g. a rendered target trace, through the same chunked
+    path as ``load`` (peak ~2.7x the bytes, not the parsed document's ~9x); ``path`` names it in messages."""
+    with gc_paused():
+        return _from_bytes(Path(path), raw, require_gpu)
+
+
+def _from_bytes(path: Path, raw: bytes, require_gpu: bool) -> Trace:
+    split = reader.split_document(raw)
+    if split is not None:
+        try:
+            return _build(path, *split, require_gpu)
+        except ChunkError:  # a chunk orjson refuses (NaN, bad UTF-8): the whole-document parse decides
+            pass
+    doc = reader.parse_document(path, raw)
+    del raw
+    return _build(path, _meta(doc), doc["traceEvents"], require_gpu)
 
 
 def from_document(path: str | Path, doc: dict[str, Any], require_gpu: bool = True) -> Trace:
