@@ -7,7 +7,8 @@ in ``TRAINED_ON``. Outside, the engine keeps the wave law:
   (our green-context microbenchmarks: same cuBLAS grids at 132, 100, 64 and 48 SMs), which is the wave law's
   premise and what the in-step traces validate (benchmarks/results/accuracy.md);
 - beyond the trained range the network extrapolates: on the H100/H200 traces' FP32 GEMMs (FP32 peak 3.4x the
-  A100's) it was 2-50x off where the wave law is within 2-15% (README, "Learned kernel models").
+  A100's) its time-weighted error was 82-420% per workload where the wave law's is 2-15% (README, "Learned GEMM
+  model").
 SLACK: the leave-one-GPU-out folds the model is judged by already extrapolate this far (held-out A100: its
 bandwidth is 1.73x the V100's, its FP32 peak 1.39x; held-out P4: FP32 peak 1/1.47 of the T4's), so 1.5x stays
 within what benchmarks/results/learned_logo.md measured.
