@@ -89,7 +89,11 @@ def gemm_dims(name: str, dims: Any) -> Optional[tuple[int, int, int, int]]:
     None for other ops, vector products, or shapes that were not recorded."""
     if name not in GEMM_OPS:
         return None
-    frozen = _freeze(_list(dims))
+    return _gemm_dims(name, _freeze(_list(dims)))
+
+
+@lru_cache(maxsize=65536)
+def _gemm_dims(name: str, frozen: tuple) -> Optional[tuple[int, int, int, int]]:
     shapes = [d for d in frozen if _is_shape(d)]
     mats = [d for d in shapes if len(d) >= 2]
     if name == "aten::linear":  # linear(input [..., K], weight [N, K], bias)
