@@ -164,6 +164,13 @@ def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarra
     gemm = (g[S.KCLASS] == K.GEMM).to_numpy()
     # (unknown FLOPs stay NaN: wave.combine reads NaN as 0 and clips to [0, 1])
     flop_share = np.where(gemm, share * flops / (peak_o * 1e3) / np.maximum(t_o, 1.0), 0.0)
+    # more FLOPs than the pipe could issue in the measured time: the op's shapes do not describe this kernel
+    # (a wrong op link or dtype), so neither its FLOPs nor its bytes say anything; class defaults instead.
+    # Otherwise the round trip is lopsided: u clipped to 1 hides the DRAM term one way (F_m < 1), the
+    # bytes' γ wins the max the other way (F_m > 1). Never the case on the shared or collected traces.
+    off = flop_share > 1.0
+    flop_share = np.where(off, 0.0, flop_share)
+    gamma = np.where(off, LIBRARY_GAMMA_WITHOUT_SHAPES, gamma)
     return {"flop_share": flop_share, "has_params": has_params, "pipe": np.array(pipe, dtype=object),
             "waves_origin": w_o, "waves_target": w_t,
             "bw_origin": bw_o, "bw_target": bw_t, "rate_ratio": rate_ratio, "gamma": gamma, "roofline_floor_ns": floor}
