@@ -55,3 +55,14 @@ def assert_perfetto_ok(output: Path | str, original: Path | str | None = None) -
     else:
         errors, _ = compare(read_document(Path(original))["traceEvents"], events)
     assert errors == [], f"{output}: " + "; ".join(map(str, errors[:5]))
+
+
+def imports_torch(code: str) -> bool:
+    """Run ``code`` in a fresh interpreter from the repository root; True when it left torch imported (the
+    scale path must not import torch: start-up time, machines without CUDA)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys; print('torch' in sys.modules)"], cwd=ROOT,
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1] == "True"

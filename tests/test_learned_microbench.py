@@ -4,8 +4,6 @@ what-if variants; and not used by ``scale`` (it lost to the wave law on the held
 benchmarks/results/learned_microbench.md), so H100 <-> H200 GEMMs keep the wave law."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,7 +14,7 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.scale.engine import predict
 from habitat_trace.scale.learned import microbench as MB
 from habitat_trace.scale.specs import load_catalog
-from tests.conftest import ROOT
+from tests.conftest import ROOT, imports_torch
 
 CATALOG = load_catalog(ROOT / "benchmarks" / "specs_sm_limited.toml")
 H100, H200, H100_SM64, A100 = (CATALOG.resolve(n) for n in ("H100", "H200", "H100-SM64", "A100"))
@@ -28,12 +26,11 @@ GOLDEN_RATIO = 0.9724091
 
 def test_table_is_small_and_numpy_only():
     assert MB.TABLE.stat().st_size <= MAX_TABLE_BYTES
-    code = ("import sys; from habitat_trace.scale.learned import microbench as MB; "
-            "from habitat_trace.scale.specs import load_catalog; c = load_catalog(); "
-            "r = MB.gemm_time_ratios(1, 4096, 4096, 4096, 'bf16', c.resolve('H100'), c.resolve('H200'), 2e5); "
-            "assert 0.5 < float(r) < 2; print('torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert not imports_torch(
+        "from habitat_trace.scale.learned import microbench as MB; "
+        "from habitat_trace.scale.specs import load_catalog; c = load_catalog(); "
+        "r = MB.gemm_time_ratios(1, 4096, 4096, 4096, 'bf16', c.resolve('H100'), c.resolve('H200'), 2e5); "
+        "assert 0.5 < float(r) < 2")
 
 
 def test_golden_ratio_at_a_measured_shape_and_its_inverse():
