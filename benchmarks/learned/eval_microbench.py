@@ -29,10 +29,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import accuracy  # noqa: E402
-from habitat_trace.ingest import classify as K  # noqa: E402
 from habitat_trace.ingest import schema as S  # noqa: E402
 from habitat_trace.scale import engine  # noqa: E402
-from habitat_trace.scale.cost import gemm_dims, op_cost  # noqa: E402
 from habitat_trace.scale.learned import microbench  # noqa: E402
 
 METHOD = "learned-microbench"
@@ -42,20 +40,9 @@ DISAGREE_LOG = float(np.log(1.05))
 def gemm_rows(trace, pipe: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of GEMM kernels whose op has recorded shapes and a pipe with data, and their (B, M, N, K) (4 x n).
     A CUDA-core kernel counts as fp32 only when its op's inputs are fp32 (as engine._learned_gemm_ns)."""
-    g, ops = trace.gpu, trace.ops
-    op = g[S.OP].to_numpy()
-    cand = ((g[S.KCLASS].to_numpy() == K.GEMM) & np.isin(pipe, microbench.DTYPES) & (op >= 0)
-            & (g[S.CAT] == S.CAT_KERNEL).to_numpy())
-    names, dims, types = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy(), ops[S.INPUT_TYPES].to_numpy()
-    shape = {}
-    for o in np.unique(op[cand]).tolist():
-        bmnk = gemm_dims(str(names[o]), dims[o])
-        fp32_ok = op_cost(str(names[o]), dims[o], types[o], None)[2] == "fp32"
-        if bmnk is not None:
-            shape[o] = (bmnk, fp32_ok)
-    rows = np.flatnonzero(cand & np.isin(op, list(shape)))
-    rows = rows[[(pipe[r] != "fp32") or shape[op[r]][1] for r in rows.tolist()]] if len(rows) else rows
-    return rows, np.array([shape[o][0] for o in op[rows].tolist()], dtype=np.float64).reshape(-1, 4).T
+    rows, bmnk, op_dtype = engine.gemm_kernel_shapes(trace, np.isin(pipe, microbench.DTYPES))
+    keep = (pipe[rows] != "fp32") | (op_dtype == "fp32")
+    return rows[keep], bmnk[:, keep]
 
 
 def predict_microbench(trace, origin, target, variant: str):

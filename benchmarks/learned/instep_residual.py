@@ -95,7 +95,7 @@ def _origin_rows(trace, origin, target, catalog) -> pd.DataFrame:
     for side, spec in (("o", origin), ("t", target)):
         df[f"sms_{side}"], df[f"chip_{side}"] = spec.sms, chip(spec)
         df[f"bw_{side}"] = spec.memory_bandwidth_gbs
-        df[f"peak_{side}"] = [E._peak(spec, p) for p in df["pipe"]]
+        df[f"peak_{side}"] = [spec.pipe_peak_tflops(p) for p in df["pipe"]]
     return df
 
 

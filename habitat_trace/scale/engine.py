@@ -84,24 +84,33 @@ def _learned_gemm_ns(trace, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, 
     out = np.full(len(t_o), np.nan)
     if not (envelope.covers(origin) and envelope.covers(target)):
         return out
-    g, ops = trace.gpu, trace.ops
-    op = g[S.OP].to_numpy()
-    cand = (g[S.KCLASS].to_numpy() == K.GEMM) & (pipe == "fp32") & (op >= 0) & (g[S.CAT] == S.CAT_KERNEL).to_numpy()
-    if not cand.any():
-        return out
-    names, dims, types = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy(), ops[S.INPUT_TYPES].to_numpy()
-    shape: dict[int, tuple[int, int, int, int]] = {}
-    for o in np.unique(op[cand]).tolist():
-        bmnk = gemm_dims(str(names[o]), dims[o])
-        if bmnk is not None and op_cost(str(names[o]), dims[o], types[o], None)[2] == "fp32":
-            shape[o] = bmnk
-    rows = np.flatnonzero(cand & np.isin(op, list(shape)))
+    rows, bmnk, op_dtype = gemm_kernel_shapes(trace, pipe == "fp32")
+    rows, (b, m, n, k) = rows[op_dtype == "fp32"], bmnk[:, op_dtype == "fp32"]
     if not len(rows):
         return out
-    t_op = pd.Series(t_o[rows]).groupby(op[rows]).transform("sum").to_numpy()
-    b, m, n, k = np.array([shape[o] for o in op[rows].tolist()], dtype=np.float64).T
+    op = trace.gpu[S.OP].to_numpy()[rows]
+    t_op = pd.Series(t_o[rows]).groupby(op).transform("sum").to_numpy()
     out[rows] = t_o[rows] * learned.gemm_time_ratios(m, n, k, b, "fp32", origin, target, t_op)
     return out
+
+
+def gemm_kernel_shapes(trace, where: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """GEMM kernels (rows of ``trace.gpu`` where ``where`` holds) whose launching op recorded GEMM shapes: their
+    rows, (B, M, N, K) as a 4 x n float array, and the op's compute dtype from its input types (a CUDA-core
+    kernel of a bf16 op is not an FP32 GEMM)."""
+    g, ops = trace.gpu, trace.ops
+    op = g[S.OP].to_numpy()
+    cand = where & (g[S.KCLASS].to_numpy() == K.GEMM) & (op >= 0) & (g[S.CAT] == S.CAT_KERNEL).to_numpy()
+    names, dims, types = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy(), ops[S.INPUT_TYPES].to_numpy()
+    shape: dict[int, tuple[tuple[int, int, int, int], str]] = {}
+    for o in np.unique(op[cand]).tolist():
+        bmnk = gemm_dims(str(names[o]), dims[o])
+        if bmnk is not None:
+            shape[o] = bmnk, op_cost(str(names[o]), dims[o], types[o], None)[2]
+    rows = np.flatnonzero(cand & np.isin(op, list(shape)))
+    found = [shape[o] for o in op[rows].tolist()]
+    return (rows, np.array([s for s, _ in found], dtype=np.float64).reshape(-1, 4).T,
+            np.array([d for _, d in found], dtype=object))
 
 
 def scale_factors(g: pd.DataFrame, facts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -146,14 +155,14 @@ def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarra
     bw_t = wave.achievable_bandwidth_gbs(target.sms, target.boost_clock_mhz, target.memory_bandwidth_gbs,
                                          np.minimum(w_t, 1.0))
     flops, nbytes, pipe = _costs(trace)
-    peak_o = np.array([_peak(origin, p) for p in pipe])
-    peak_t = np.array([_peak(target, p) for p in pipe])
+    peak_o = np.array([origin.pipe_peak_tflops(p) for p in pipe])
+    peak_t = np.array([target.pipe_peak_tflops(p) for p in pipe])
     rate_ratio = (peak_o / origin.sms) / (peak_t / target.sms)
     gamma = _gamma(g, nbytes, bw_o)
     # lower bound on the target for the op's share of work: FLOPs at peak, bytes at DRAM bandwidth
     share = _time_share_in_op(g)
-    floor_t = share * _roofline_ns(flops, nbytes, peak_t, target)
-    floor_o = share * _roofline_ns(flops, nbytes, peak_o, origin)
+    floor_t = share * wave.roofline_ns(flops, nbytes, peak_t, target.memory_bandwidth_gbs)
+    floor_o = share * wave.roofline_ns(flops, nbytes, peak_o, origin.memory_bandwidth_gbs)
     # where the origin ran faster than its own roofline estimate, the estimate is off (wrong shapes or
     # dtype): no bound then
     t_o = g[S.DUR].to_numpy().astype(np.float64)
@@ -176,19 +185,9 @@ def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarra
             "bw_origin": bw_o, "bw_target": bw_t, "rate_ratio": rate_ratio, "gamma": gamma, "roofline_floor_ns": floor}
 
 
-def _roofline_ns(flops: np.ndarray, nbytes: np.ndarray, peak_tflops: np.ndarray, spec: GpuSpec) -> np.ndarray:
-    """Roofline time in ns: FLOPs at the pipe's peak or bytes at the achievable DRAM bandwidth."""
-    bw = wave.ACHIEVABLE_BANDWIDTH_FRACTION * spec.memory_bandwidth_gbs
-    return np.maximum(flops / (peak_tflops * 1e3), nbytes / bw)
-
-
 def _fit_smem(smem: np.ndarray, target: GpuSpec) -> np.ndarray:
     # a kernel compiled for a bigger SM is rebuilt with tiles that fit the target's opt-in limit
     return np.minimum(smem, target.occupancy.shared_mem_per_block_optin_bytes)
-
-
-def _peak(spec: GpuSpec, pipe: str) -> float:
-    return spec.fp32_tflops if pipe == "fp32" else spec.tensor_peak_tflops(pipe)
 
 
 def _costs(trace) -> tuple[np.ndarray, np.ndarray, list[str]]:

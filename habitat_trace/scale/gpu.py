@@ -66,6 +66,10 @@ class GpuSpec:
     def bandwidth_bytes_per_ns(self) -> float:
         return self.memory_bandwidth_gbs  # 1e9 B/s == 1 B/ns
 
+    def pipe_peak_tflops(self, pipe: str) -> float:
+        """Peak of the pipe a kernel runs on: "fp32" is the CUDA cores, any other name a tensor dtype."""
+        return self.fp32_tflops if pipe == "fp32" else self.tensor_peak_tflops(pipe)
+
     def tensor_peak_tflops(self, dtype: str) -> float:
         """Dense tensor-core peak for ``dtype``; FP32 CUDA-core peak when the GPU has no tensor path."""
         return float(self.tensor_tflops.get(dtype, self.fp32_tflops))

@@ -43,6 +43,13 @@ def achievable_bandwidth_gbs(sms: float, clock_mhz: float, bandwidth_gbs: float,
     return (dram ** -SMOOTHMIN_P + sm_side ** -SMOOTHMIN_P) ** (-1.0 / SMOOTHMIN_P)
 
 
+def roofline_ns(flops, nbytes, peak_tflops, bandwidth_gbs) -> np.ndarray:
+    """Roofline time in ns (Williams et al., CACM 2009): the FLOPs at the pipe's peak or the bytes at the
+    achievable DRAM bandwidth, whichever is longer."""
+    return np.maximum(np.asarray(flops) / (np.asarray(peak_tflops) * 1e3),
+                      np.asarray(nbytes) / (ACHIEVABLE_BANDWIDTH_FRACTION * bandwidth_gbs))
+
+
 def wave_factor(waves_origin: np.ndarray, waves_target: np.ndarray, persistent: np.ndarray) -> np.ndarray:
     """Ratio of wave counts, one wave at least. Statically scheduled grids pay for a partial last
     wave as for a full one (ceil, as Habitat); persistent kernels with a tile scheduler spread the

@@ -105,8 +105,6 @@ def gemm_time_ratios(b, m, n, k, dtype: str, origin: GpuSpec, target: GpuSpec, t
         ratio = np.where(dist <= MAX_LOG2_DISTANCE, np.exp(y), np.nan).reshape(b.shape)
     flops = 2.0 * b * m * n * k
     nbytes = BYTES_PER_ELEMENT[dtype] * b * (m * k + k * n + m * n)
-    peak = target.fp32_tflops if dtype == "fp32" else target.tensor_peak_tflops(dtype)
-    bandwidth = wave.ACHIEVABLE_BANDWIDTH_FRACTION * target.memory_bandwidth_gbs
-    floor_ns = np.maximum(flops / (peak * 1e3), nbytes / bandwidth)  # roofline (Williams et al., CACM 2009)
+    floor_ns = wave.roofline_ns(flops, nbytes, target.pipe_peak_tflops(dtype), target.memory_bandwidth_gbs)
     ok = np.isfinite(t) & (t > 0)
     return np.where(ok, np.maximum(ratio, floor_ns / np.where(ok, t, 1.0)), np.nan)

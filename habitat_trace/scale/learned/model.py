@@ -59,7 +59,7 @@ def process_nm(spec: GpuSpec) -> float:
 
 def gpu_vector(spec: GpuSpec, dtype: str = "fp32") -> np.ndarray:
     """The spec fields the model reads, in ``GPU_FIELDS`` order (peak: the dtype's pipe)."""
-    peak = spec.fp32_tflops if dtype == "fp32" else spec.tensor_peak_tflops(dtype)
+    peak = spec.pipe_peak_tflops(dtype)
     return np.array([spec.sms, peak, spec.memory_bandwidth_gbs, spec.tdp_w, process_nm(spec)], float)
 
 
