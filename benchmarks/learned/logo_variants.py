@@ -201,13 +201,16 @@ def run(study: Study, variant: str) -> None:
             test = D.pairs(study.wide, study.gpus, [held])
             pred = study.fit_predict(D.pairs(study.wide, study.gpus, study.gpus), test, set(), None)
         elif variant == "drop":
+            every = D.pairs(study.wide, rest, [held])
+            full = study.fit_predict(D.pairs(study.wide, rest, rest), every, set(), None)  # one fit serves all drops
             for drop in rest:
                 keep = [g for g in rest if g != drop]
-                test = D.pairs(study.wide, keep, [held])
-                full = study.fit_predict(D.pairs(study.wide, rest, rest), test, set(), None)
+                rows = (every.origin != drop).to_numpy()
+                test = every[rows]
                 less = study.fit_predict(D.pairs(study.wide, keep, keep), test, set(), None)
-                print(f"  {held}: without {drop} {median_err(less, test):.3f}, with it {median_err(full, test):.3f}"
-                      " (same test rows: origins other than the dropped GPU)", flush=True)
+                print(f"  {held}: without {drop} {median_err(less, test):.3f}, with it "
+                      f"{median_err(full[rows], test):.3f} (same test rows: origins other than the dropped GPU)",
+                      flush=True)
             continue
         else:
             test = D.pairs(study.wide, rest, [held])
