@@ -18,13 +18,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from habitat_trace.emit.replay import replay  # noqa: E402
-from habitat_trace.emit.summary import replayed_step_figures  # noqa: E402
+from habitat_trace.timeline.replay import replay  # noqa: E402
+from habitat_trace.analysis.steps import replayed_step_figures  # noqa: E402
 from habitat_trace.ingest import load  # noqa: E402
 from habitat_trace.ingest import schema as S  # noqa: E402
 from habitat_trace.scale.engine import predict  # noqa: E402
 from habitat_trace.scale.specs import load_catalog  # noqa: E402
-from habitat_trace.summary import step_figures  # noqa: E402
+from habitat_trace.analysis.steps import step_figures  # noqa: E402
 
 FULL_SMS = 132  # both lent GPUs (H100 SXM, H200) have 132 SMs
 GPU_OF_DEVICE = {"NVIDIA H100 80GB HBM3": "H100", "NVIDIA H200": "H200"}  # catalog aliases

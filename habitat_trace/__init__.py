@@ -14,21 +14,13 @@ __version__ = "0.1.0"
 _LAZY = {  # public name -> module that defines it
     "load": "habitat_trace.api",
     "Trace": "habitat_trace.api",
+    "compare": "habitat_trace.analysis.compare",
     "tensorboard_trace_handler": "habitat_trace.hook",
 }
-# "compare" is left out: `from habitat_trace import *` must work before habitat_trace.compare exists
 __all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "compare":  # the module habitat_trace.compare, callable as its compare() function
-        try:
-            return importlib.import_module("habitat_trace.api").compare_module()
-        except ModuleNotFoundError as exc:
-            if exc.name != "habitat_trace.compare":
-                raise
-            raise AttributeError("habitat_trace.compare is not in this installation (habitat_trace/compare.py "
-                                 "is missing); upgrade habitat-trace") from None
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value  # later lookups skip __getattr__
@@ -37,4 +29,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | {"compare"})
+    return sorted(set(globals()) | set(__all__))

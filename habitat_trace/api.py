@@ -17,8 +17,6 @@ Examples run as doctests (tests/test_api.py) from the repository root:
 from __future__ import annotations
 
 import gzip
-import importlib
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -26,7 +24,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from habitat_trace.emit.replay import Timeline
+from habitat_trace.timeline.replay import Timeline
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import Trace as Tables
 from habitat_trace.scale.prediction import Prediction
@@ -135,7 +133,7 @@ class Trace:
         >>> s["origin"]["name"], s["steps"]["count"], s["kernels"]["count"]
         ('NVIDIA H100 80GB HBM3', 2, 134)
         """
-        from habitat_trace.ingest.report import summarize
+        from habitat_trace.analysis.report import summarize
 
         out = summarize(self.tables, top)
         if self.prediction is not None:
@@ -201,7 +199,7 @@ def catalog_gpu(catalog: Any, device_name: Optional[str]) -> Any:
 
 def predict_timeline(tables: Tables, origin: Any, target: Any) -> tuple[Prediction, Timeline]:
     """Engine then replay: the predicted durations and the target timeline for ``tables``."""
-    from habitat_trace.emit.replay import replay
+    from habitat_trace.timeline.replay import replay
     from habitat_trace.scale.engine import predict
 
     prediction = predict(tables, origin, target)
@@ -243,23 +241,3 @@ def step_numbers(steps: pd.DataFrame, step_rows: np.ndarray) -> np.ndarray:
     numbers = steps[S.STEP_NUMBER].to_numpy(dtype=np.int64)
     return np.where(rows != S.NONE, numbers[np.maximum(rows, 0)], S.NONE)
 
-
-class CallableModule(types.ModuleType):
-    """``habitat_trace.compare`` is a module (``habitat_trace.compare.compare``) that can also be called."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.compare(*args, **kwargs)
-
-
-def compare_module() -> types.ModuleType:
-    """The ``habitat_trace.compare`` module, made callable: ``habitat_trace.compare(path, to=[...])``."""
-    module = importlib.import_module("habitat_trace.compare")
-    if not callable(module):  # habitat_trace/compare.py makes itself callable; older copies may not
-        module.__class__ = CallableModule
-    return module
-
-
-def compare(path: str | Path, to: list[str], **kwargs: Any) -> pd.DataFrame:
-    """One trace against several GPUs (iteration time, speed-up, cost, memory fit), one row per GPU:
-    ``habitat_trace.compare.compare``; ``kwargs`` go to it unchanged."""
-    return compare_module().compare(path, to=to, **kwargs)

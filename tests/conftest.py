@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ DATA = Path(__file__).resolve().parent / "data"
 SHARED = Path(os.environ.get("HABITAT_SHARED", ROOT.parent / "shared"))
 TRACES = SHARED / "data" / "traces"
 EXTERNAL = SHARED / "data" / "external-traces"
+# training code and data that `scale` never runs live in benchmarks/learned/training (importable as `training`)
+sys.path.insert(0, str(ROOT / "benchmarks" / "learned"))
 
 needs_shared = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared data is absent")
 

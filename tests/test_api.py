@@ -18,8 +18,6 @@ from habitat_trace import api, hook
 from habitat_trace.errors import OutputError, SpecError
 from tests.conftest import MLP_FIXTURE, ROOT, assert_perfetto_ok
 
-HAS_COMPARE = importlib.util.find_spec("habitat_trace.compare") is not None
-needs_compare = pytest.mark.skipif(not HAS_COMPARE, reason="habitat_trace.compare (issue 7) is not merged yet")
 
 
 @pytest.fixture(scope="module")
@@ -127,21 +125,13 @@ def test_readme_python_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert_perfetto_ok(out, MLP_FIXTURE)
 
 
-@needs_compare
 def test_compare_entry_point() -> None:
     frame = habitat_trace.compare(str(MLP_FIXTURE), to=["A100", "L4"])
     assert isinstance(frame, pd.DataFrame) and len(frame) >= 2
-    assert callable(habitat_trace.compare.compare)  # still the module, too
-    assert isinstance(api.compare(MLP_FIXTURE, to=["A100"]), pd.DataFrame)
+    assert habitat_trace.compare is habitat_trace.analysis.compare.compare
 
 
-@needs_compare
 def test_readme_compare_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     in_repo_copy(tmp_path, monkeypatch)
     exec(compile(readme_block("Use it from Python", 1), "README.md", "exec"), {})
 
-
-@pytest.mark.skipif(HAS_COMPARE, reason="habitat_trace.compare exists")
-def test_compare_missing_is_an_attribute_error() -> None:
-    with pytest.raises(AttributeError, match="habitat_trace.compare is not in this installation"):
-        habitat_trace.compare  # noqa: B018

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from habitat_trace.cli import app
 from habitat_trace.emit.check import check_events, compare
-from habitat_trace.emit.replay import replay
+from habitat_trace.timeline.replay import replay
 from habitat_trace.emit.writer import write_trace
 from habitat_trace.ingest import load
 from tests.conftest import DATA, TRACES, needs_shared

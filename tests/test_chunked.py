@@ -13,7 +13,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from habitat_trace.emit.replay import replay
+from habitat_trace.timeline.replay import replay
 from habitat_trace.emit.writer import render, write_trace
 from habitat_trace.errors import UnsupportedTraceError
 from habitat_trace.ingest import events as lazy

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from habitat_trace.cli import main
-from habitat_trace.compare import COLUMNS, compare
+from habitat_trace.analysis.compare import COLUMNS, compare
 from habitat_trace.ingest import load
-from habitat_trace.memory import fits, peak_memory
+from habitat_trace.analysis.memory import fits, peak_memory
 from tests.conftest import MLP_FIXTURE, ROOT, TRACES, needs_shared
 
 GIB = 1024**3

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from habitat_trace.emit.check import compare
-from habitat_trace.emit.replay import replay
+from habitat_trace.timeline.replay import replay
 from habitat_trace.ingest.tables import event_times
 from habitat_trace.emit.writer import us_text, write_trace
 from habitat_trace.errors import OutputError

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from habitat_trace.emit.check import compare
-from habitat_trace.emit.replay import cpu_map, replay
-from habitat_trace.emit.schedule import Breaks
+from habitat_trace.timeline.replay import cpu_map, replay
+from habitat_trace.timeline.schedule import Breaks
 from habitat_trace.emit.writer import us_fragments, us_text
 from habitat_trace.ingest import columns as col
 from habitat_trace.ingest import load

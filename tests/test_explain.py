@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from habitat_trace.explain import explain
+from habitat_trace.analysis.explain import explain
 from habitat_trace.ingest import load
 from habitat_trace.scale.engine import predict
-from habitat_trace.scale.report import REPORT_COLUMNS, kernel_report
+from habitat_trace.analysis.kernels import REPORT_COLUMNS, kernel_report
 from habitat_trace.scale.wave import combine
 from habitat_trace.scale.specs import load_catalog
 from tests.conftest import MLP_FIXTURE, ROOT, TRACES, needs_shared

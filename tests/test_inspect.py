@@ -12,7 +12,7 @@ from habitat_trace.cli import main
 from habitat_trace.errors import HabitatTraceError
 from habitat_trace.ingest import load
 from habitat_trace.ingest.classify import NAME_RULES, OTHER
-from habitat_trace.ingest.report import short_name, summarize
+from habitat_trace.analysis.report import short_name, summarize
 from tests.conftest import MLP_FIXTURE
 
 # the fixture's row of ground_truth.csv (tests/data/README.md): mean per-step figures in ms

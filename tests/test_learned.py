@@ -88,7 +88,7 @@ def test_never_faster_than_the_target_roofline(m, n, k, b, t_us, o, t):
 def test_held_out_shapes_are_predicted_within_bound():
     sys.path.insert(0, str(ROOT / "benchmarks" / "learned"))
     import train_gemm as T
-    from habitat_trace.scale.learned import data as D
+    from training import data as D
 
     wide = D.joined(D.load_neusight(NEUSIGHT))
     test = wide[T.held_out_shapes(wide)].iloc[::4]

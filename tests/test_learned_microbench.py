@@ -1,4 +1,4 @@
-"""The microbenchmark GEMM ratio table (habitat_trace/scale/learned/microbench.py): numpy-only, identity on one GPU,
+"""The microbenchmark GEMM ratio table (benchmarks/learned/training/microbench.py): numpy-only, identity on one GPU,
 never below the target's roofline, the measured ratio at a measured shape, out of domain far from the data and for
 what-if variants; and not used by ``scale`` (it lost to the wave law on the held-out traces:
 benchmarks/results/learned_microbench.md), so H100 <-> H200 GEMMs keep the wave law."""
@@ -12,7 +12,7 @@ import pytest
 
 from habitat_trace.ingest import schema as S
 from habitat_trace.scale.engine import predict
-from habitat_trace.scale.learned import microbench as MB
+from training import microbench as MB
 from habitat_trace.scale.specs import load_catalog
 from tests.conftest import ROOT, imports_torch
 
@@ -27,7 +27,8 @@ GOLDEN_RATIO = 0.9724091
 def test_table_is_small_and_numpy_only():
     assert MB.TABLE.stat().st_size <= MAX_TABLE_BYTES
     assert not imports_torch(
-        "from habitat_trace.scale.learned import microbench as MB; "
+        f"import sys; sys.path.insert(0, {str(ROOT / 'benchmarks' / 'learned')!r}); "
+        "from training import microbench as MB; "
         "from habitat_trace.scale.specs import load_catalog; c = load_catalog(); "
         "r = MB.gemm_time_ratios(1, 4096, 4096, 4096, 'bf16', c.resolve('H100'), c.resolve('H200'), 2e5); "
         "assert 0.5 < float(r) < 2")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from habitat_trace.emit.links import blocking_calls
-from habitat_trace.emit.replay import cpu_map, replay
-from habitat_trace.emit.schedule import Breaks
+from habitat_trace.timeline.links import blocking_calls
+from habitat_trace.timeline.replay import cpu_map, replay
+from habitat_trace.timeline.schedule import Breaks
 from habitat_trace.ingest import load
 from habitat_trace.ingest import schema as S
-from habitat_trace.summary import step_figures
+from habitat_trace.analysis.steps import step_figures
 from tests.conftest import DATA, EXTERNAL, TRACES, needs_shared
 from tests.emit_helpers import scaled
 

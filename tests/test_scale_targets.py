@@ -9,7 +9,7 @@ import pytest
 
 from habitat_trace.cli import main
 from habitat_trace.emit.check import compare
-from habitat_trace.emit.replay import replay
+from habitat_trace.timeline.replay import replay
 from habitat_trace.ingest import load
 from habitat_trace.scale.engine import predict
 from habitat_trace.scale.specs import load_catalog

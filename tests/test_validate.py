@@ -5,7 +5,7 @@ import json
 
 from habitat_trace.cli import main
 from habitat_trace.ingest import load
-from habitat_trace.validate import _pair, validate
+from habitat_trace.analysis.validate import _pair, validate
 from tests.conftest import DATA, TRACES, needs_shared
 
 FIXTURE = DATA / "mlp_b32_fp32.pt.trace.json.gz"

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import train_gemm as T  # noqa: E402
 from habitat_trace.scale import occupancy, wave  # noqa: E402
-from habitat_trace.scale.learned import data as D  # noqa: E402
+from training import data as D  # noqa: E402
 from habitat_trace.scale.learned import model as M  # noqa: E402
 from habitat_trace.scale.specs import load_catalog  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Would the microbenchmark GEMM ratios (habitat_trace/scale/learned/microbench.py) beat the wave law in ``scale``
+"""Would the microbenchmark GEMM ratios (benchmarks/learned/training/microbench.py) beat the wave law in ``scale``
 between the H100 SXM and the H200? Runs benchmarks/accuracy.py's cross-GPU pairs twice, once with the engine as
 it is and once with the library GEMM kernels re-predicted from the measured ratios, as an engine hook would:
 
@@ -26,12 +26,13 @@ import pandas as pd
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import accuracy  # noqa: E402
 from habitat_trace.ingest import schema as S  # noqa: E402
 from habitat_trace.scale import engine  # noqa: E402
-from habitat_trace.scale.learned import microbench  # noqa: E402
+from training import microbench  # noqa: E402
 
 METHOD = "learned-microbench"
 DISAGREE_LOG = float(np.log(1.05))

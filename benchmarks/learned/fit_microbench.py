@@ -1,5 +1,5 @@
 """Pack the host-free (queued) H100 SXM / H200 library-kernel microbenchmarks into the table the
-``learned-microbench`` method reads (habitat_trace/scale/learned/microbench_gemm.npz), and cross-validate its
+``learned-microbench`` method reads (benchmarks/learned/training/microbench_gemm.npz), and cross-validate its
 nearest-neighbour ratio within the microbenchmarks:
 
     python benchmarks/learned/fit_microbench.py [--check]
@@ -7,7 +7,7 @@ nearest-neighbour ratio within the microbenchmarks:
 Input: benchmarks/results/queued/queued_gemm_<gpu>.csv.gz (benchmarks/collect/queued_retime.py: the shapes of
 gemm_microbench.py re-timed with the stream held by a spin kernel, so no host time is in them). Output: per GPU,
 one row per (dtype, B, M, N, K) with the median queued time; no fitting is stored, the model is the table
-(``habitat_trace/scale/learned/microbench.py``). ``--check`` prints leave-one-out error of the ratio
+(``benchmarks/learned/training/microbench.py``). ``--check`` prints leave-one-out error of the ratio
 t_H200 / t_H100 for each neighbour count, against "ratio = 1" (what both GPUs' equal peaks suggest).
 """
 from __future__ import annotations
@@ -21,8 +21,9 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from habitat_trace.scale.learned import microbench as MB  # noqa: E402
+from training import microbench as MB  # noqa: E402
 
 QUEUED = ROOT / "benchmarks" / "results" / "queued"
 DEVICES = ("NVIDIA H100 80GB HBM3", "NVIDIA H200")

@@ -1,4 +1,4 @@
-"""``habitat-trace compare``: print ``habitat_trace.compare.compare`` as a rich table, JSON or CSV; plot it.
+"""``habitat-trace compare``: print ``habitat_trace.analysis.compare.compare`` as a rich table, JSON or CSV; plot it.
 
 JSON and CSV go to stdout and nothing else does; the progress bar and notes go to stderr (table mode prints
 the table and its notes on stdout).
@@ -41,12 +41,12 @@ def run(trace: Path, to: str, specs: Optional[Path], prices: list[str], fmt: str
         raise HabitatTraceError("--to: name at least one GPU, e.g. --to H100,A100,L4")
     overrides = parse_prices(prices)
     if plot is not None:
-        from habitat_trace.plot import check_plot_path
+        from habitat_trace.commands.plot import check_plot_path
 
         check_plot_path(plot)
     table = _compute(trace, names, specs, overrides, origin)
     if plot is not None:
-        from habitat_trace.plot import plot_compare
+        from habitat_trace.commands.plot import plot_compare
 
         plot_compare(table, plot, title=Path(trace).name)
     if fmt == "json":
@@ -63,7 +63,7 @@ def _compute(trace: Path, names: list[str], specs: Optional[Path], overrides: di
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from habitat_trace.compare import compare
+    from habitat_trace.analysis.compare import compare
     from habitat_trace.ingest import load
     from habitat_trace.scale.specs import load_catalog
 
@@ -84,7 +84,7 @@ def _compute(trace: Path, names: list[str], specs: Optional[Path], overrides: di
 
 def records(table: Any) -> list[dict[str, Any]]:
     """Rows as plain JSON values in COLUMNS order; NaN/None become null."""
-    from habitat_trace.compare import COLUMNS
+    from habitat_trace.analysis.compare import COLUMNS
 
     out = []
     for row in table.to_dict(orient="records"):
@@ -105,7 +105,7 @@ def to_csv(table: Any) -> str:
     import csv
     import io
 
-    from habitat_trace.compare import COLUMNS
+    from habitat_trace.analysis.compare import COLUMNS
 
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -124,7 +124,7 @@ def print_table(table: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from habitat_trace.memory import CONTEXT_GIB, FRAGMENTATION_FACTOR
+    from habitat_trace.analysis.memory import CONTEXT_GIB, FRAGMENTATION_FACTOR
 
     rows = records(table)
     t = Table(title="predicted steady-state iteration per GPU (first row: origin, measured)", title_justify="left")

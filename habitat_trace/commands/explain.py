@@ -1,4 +1,4 @@
-"""``habitat-trace explain``: print ``habitat_trace.explain.explain`` as rich tables or one JSON object on stdout."""
+"""``habitat-trace explain``: print ``habitat_trace.analysis.explain.explain`` as rich tables or one JSON object on stdout."""
 from __future__ import annotations
 
 import json
@@ -22,7 +22,7 @@ def run(trace: Path, to: str, specs: Optional[Path], top: int, fmt: str, origin:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from habitat_trace.commands.scale import resolve_origin
-    from habitat_trace.explain import explain
+    from habitat_trace.analysis.explain import explain
     from habitat_trace.ingest import load
     from habitat_trace.scale.specs import load_catalog
 

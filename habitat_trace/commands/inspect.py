@@ -15,7 +15,7 @@ def run(path: Path, fmt: str = "table", top: int = 10) -> None:
     if fmt not in FORMATS:
         raise HabitatTraceError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     from habitat_trace.ingest import load
-    from habitat_trace.ingest.report import summarize
+    from habitat_trace.analysis.report import summarize
 
     summary = summarize(load(path), top=top)
     if fmt == "json":

@@ -48,8 +48,8 @@ def resolve_origin(trace: Any, catalog: Any, origin: Optional[str]) -> Any:
 
 
 def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Optional[str]) -> None:
-    from habitat_trace.emit.replay import replay
-    from habitat_trace.emit.summary import describe
+    from habitat_trace.timeline.replay import replay
+    from habitat_trace.analysis.steps import describe
     from habitat_trace.emit.writer import check_output, write_trace
     from habitat_trace.ingest import load
     from habitat_trace.scale.engine import predict

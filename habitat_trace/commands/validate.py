@@ -12,7 +12,7 @@ def run(predicted: Path, measured: Path, fmt: str, top: int) -> None:
     if fmt not in ("table", "json"):
         raise HabitatTraceError(f"--format {fmt!r}: use table or json")
     from habitat_trace.ingest import load
-    from habitat_trace.validate import validate
+    from habitat_trace.analysis.validate import validate
 
     report = validate(load(predicted), load(measured), top=top)
     if fmt == "json":

@@ -23,7 +23,7 @@ import orjson
 import pandas as pd
 
 import habitat_trace
-from habitat_trace.emit.replay import NO_TIME, Timeline
+from habitat_trace.timeline.replay import NO_TIME, Timeline
 from habitat_trace.errors import OutputError
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.events import event_chunks

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from habitat_trace.emit import links
+from habitat_trace.timeline import links
 from habitat_trace.ingest import schema as S
 
 

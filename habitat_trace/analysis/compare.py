@@ -10,12 +10,10 @@ Definitions (README, "Which GPU should I rent?"):
   GPU's pace sets the period. Without ProfilerSteps the whole trace is one step (replayed GPU span).
 - ``bound``: "launch" when the GPU is busy less than ``LAUNCH_BOUND_BUSY`` of the iteration, else "gpu".
 - ``usd_per_1k_iterations`` = usd_per_hour x iteration_ms x 1000 / 3.6e6.
-- memory: see habitat_trace/memory.py (recorded peak or estimate, margin rule).
+- memory: see habitat_trace/analysis/memory.py (recorded peak or estimate, margin rule).
 """
 from __future__ import annotations
 
-import sys
-import types
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -43,7 +41,7 @@ def compare(trace_or_path: Any, to: list[str], specs: Optional[Path] = None,
     """
     from habitat_trace.commands.scale import resolve_origin
     from habitat_trace.ingest import load
-    from habitat_trace.memory import peak_memory
+    from habitat_trace.analysis.memory import peak_memory
     from habitat_trace.scale.specs import load_catalog
 
     catalog = load_catalog(specs)
@@ -65,8 +63,8 @@ def compare(trace_or_path: Any, to: list[str], specs: Optional[Path] = None,
 
 def _row(trace: Any, src: Any, target: Any, overrides: dict[str, float], peak_gib: float,
          mem_source: str) -> dict[str, Any]:
-    from habitat_trace.emit.replay import replay
-    from habitat_trace.memory import fits
+    from habitat_trace.timeline.replay import replay
+    from habitat_trace.analysis.memory import fits
     from habitat_trace.scale.engine import predict
 
     prediction = predict(trace, src, target)
@@ -86,7 +84,7 @@ def _row(trace: Any, src: Any, target: Any, overrides: dict[str, float], peak_gi
 
 def iteration_figures(trace: Any, timeline: Any) -> tuple[float, float]:
     """(iteration_ms, gpu_busy_ms) on the replayed timeline, means over steps (definitions: module doc)."""
-    from habitat_trace.emit.summary import replayed_step_figures
+    from habitat_trace.analysis.steps import replayed_step_figures
 
     fig = replayed_step_figures(trace, timeline).table
     cpu_ns = (fig["cpu_ns"] if len(trace.steps) else fig["gpu_span_ns"]).to_numpy().astype(np.float64)
@@ -112,13 +110,3 @@ def _price(target: Any, overrides: dict[str, float]) -> tuple[Optional[float], O
         return None, None
     return float(target.price.usd_per_hour), f"{target.price.provider}, {target.price.date}"
 
-
-class _CallableModule(types.ModuleType):
-    """``habitat_trace.compare(path, to=[...])`` calls this module's ``compare`` (issue 9's API), while
-    ``habitat_trace.compare.compare`` stays importable; set here so it holds however the module was imported."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return compare(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

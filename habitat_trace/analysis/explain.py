@@ -18,10 +18,10 @@ NO_OP = "(no op)"
 
 
 def explain(trace: Any, origin: Any, target: Any, top: int = 15) -> dict[str, Any]:
-    from habitat_trace.compare import iteration_figures
-    from habitat_trace.emit.replay import replay
+    from habitat_trace.analysis.compare import iteration_figures
+    from habitat_trace.timeline.replay import replay
     from habitat_trace.scale.engine import predict
-    from habitat_trace.scale.report import kernel_report
+    from habitat_trace.analysis.kernels import kernel_report
 
     report = kernel_report(trace, origin, target)
     before = iteration_figures(trace, replay(trace, predict(trace, origin, origin)))

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from habitat_trace.emit.schedule import Breaks, schedule
+from habitat_trace.timeline.schedule import Breaks, schedule
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest import tables
 from habitat_trace.scale.prediction import Prediction

@@ -1,0 +1,75 @@
+"""Per-step figures of a trace, on the origin or a replayed target: CPU step time, GPU busy time (union of the
+step's GPU events) and GPU span; ``describe`` is the one-line summary of a scaled trace.
+
+A GPU event belongs to the step whose ProfilerStep span contains its launch (see ingest.linking).
+These are the figures ``inspect`` prints and ``validate``/the accuracy benchmark compare.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from habitat_trace.analysis.intervals import union_length
+from habitat_trace.ingest import schema as S
+from habitat_trace.scale.prediction import Prediction
+from habitat_trace.timeline.replay import Timeline
+
+
+@dataclass(frozen=True)
+class StepFigures:
+    """Per-step figures in ns, one row per ProfilerStep (or one pseudo-step for a trace without steps)."""
+
+    table: pd.DataFrame  # columns: step, number, cpu_ns, gpu_busy_ns, gpu_span_ns, kernels
+
+    def mean_ms(self, column: str) -> float:
+        return float(self.table[column].mean()) / 1e6 if len(self.table) else float("nan")
+
+
+def step_figures(steps: pd.DataFrame, gpu: pd.DataFrame) -> StepFigures:
+    rows = []
+    start, end = gpu[S.TS].to_numpy(), gpu[S.END].to_numpy()
+    step_col = gpu[S.STEP].to_numpy()
+    if len(steps) == 0:  # whole trace as one pseudo-step
+        keys = [(S.NONE, -1, int(end.max() - start.min()) if len(gpu) else 0)]
+        step_col = np.full(len(gpu), S.NONE)
+    else:
+        keys = [(i, int(steps[S.STEP_NUMBER].iat[i]), int(steps[S.DUR].iat[i])) for i in range(len(steps))]
+    for row, number, cpu in keys:
+        m = step_col == row
+        s, e = start[m], end[m]
+        rows.append({
+            "step": row, "number": number, "cpu_ns": cpu,
+            "gpu_busy_ns": union_length(s, e),
+            "gpu_span_ns": int(e.max() - s.min()) if m.any() else 0,
+            "kernels": int(m.sum()),
+        })
+    return StepFigures(pd.DataFrame(rows))
+
+
+def replayed_step_figures(trace: Any, timeline: Timeline) -> StepFigures:
+    """Per-step figures on the target: GPU events at their replayed times, ProfilerStep spans (CPU step
+    time) as replayed."""
+    gpu = trace.gpu.assign(**{S.TS: timeline.gpu_start_ns, S.END: timeline.gpu_end_ns})
+    steps = trace.steps
+    if len(steps):
+        rows = steps[S.EVENT].to_numpy()
+        ts, dur = timeline.ts_ns[rows], timeline.dur_ns[rows]
+        steps = steps.assign(**{S.TS: ts, S.DUR: dur, S.END: ts + dur})
+    return step_figures(steps, gpu)
+
+
+def step_means_ms(trace: Any, timeline: Timeline | None) -> tuple[float, float]:
+    """Mean per-step GPU busy time and GPU span (ms), on the origin (timeline None) or the target."""
+    fig = step_figures(trace.steps, trace.gpu) if timeline is None else replayed_step_figures(trace, timeline)
+    return fig.mean_ms("gpu_busy_ns"), fig.mean_ms("gpu_span_ns")
+
+
+def describe(trace: Any, timeline: Timeline, prediction: Prediction, path: Path) -> str:
+    busy0, span0 = step_means_ms(trace, None)
+    busy, span = step_means_ms(trace, timeline)
+    return (f"{prediction.origin.name} -> {prediction.target.name}: step GPU busy {busy0:.3f} -> {busy:.3f} ms, "
+            f"span {span0:.3f} -> {span:.3f} ms; wrote {path}")
