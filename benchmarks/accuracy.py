@@ -18,13 +18,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from habitat_trace.timeline.replay import replay  # noqa: E402
-from habitat_trace.analysis.steps import replayed_step_figures  # noqa: E402
+from habitat_trace.timeline.steps import replayed_step_figures  # noqa: E402
 from habitat_trace.ingest import load  # noqa: E402
 from habitat_trace.ingest import schema as S  # noqa: E402
-from habitat_trace.scale.engine import predict  # noqa: E402
+from habitat_trace import pipeline  # noqa: E402
 from habitat_trace.scale.specs import load_catalog  # noqa: E402
-from habitat_trace.analysis.steps import step_figures  # noqa: E402
+from habitat_trace.timeline.steps import step_figures  # noqa: E402
 
 FULL_SMS = 132  # both lent GPUs (H100 SXM, H200) have 132 SMs
 GPU_OF_DEVICE = {"NVIDIA H100 80GB HBM3": "H100", "NVIDIA H200": "H200"}  # catalog aliases
@@ -64,9 +63,9 @@ def target_name(row: dict) -> str:
     return gpu if int(row["sms"]) == FULL_SMS else f"{gpu}-SM{row['sms']}"
 
 
-def predicted_figures(trace, pred):
+def predicted_figures(scaled):
     """Per-step busy time, span and CPU step time on the target, from the replayed timeline."""
-    return replayed_step_figures(trace, replay(trace, pred)).table
+    return scaled.step_figures().table
 
 
 def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[str, ...] = ()) -> list[dict]:
@@ -83,8 +82,9 @@ def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[st
             measured = load(folder / m["trace"])
             origin = catalog.for_device(trace.device_name)
             target = catalog.resolve(target_name(m))
-            pred = predict(trace, origin, target)
-            got = predicted_figures(trace, pred)
+            scaled = pipeline.scale(trace, origin, target)
+            pred = scaled.prediction
+            got = predicted_figures(scaled)
             want = step_figures(measured.steps, measured.gpu).table
             base = step_figures(trace.steps, trace.gpu).table
             row = {"dataset": dataset, "category": category, "workload": o["workload"], "origin": origin.name,

@@ -24,12 +24,14 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from habitat_trace.timeline.replay import Timeline
+from habitat_trace import pipeline
+from habitat_trace.ingest import reader
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import Trace as Tables
 from habitat_trace.scale.prediction import Prediction
+from habitat_trace.scale.specs import Catalog
+from habitat_trace.timeline.replay import Timeline
 
-GZIP_MAGIC = b"\x1f\x8b"
 CHAIN_SEP = " > "  # op_chain: outermost op first, the launching op last
 
 KERNEL_COLUMNS = {  # API column <- ingest column
@@ -83,7 +85,7 @@ class Trace:
             return self.prediction.target.name
         from habitat_trace.scale.specs import load_catalog
 
-        spec = catalog_gpu(load_catalog(None), self.tables.device_name)
+        spec = pipeline.catalog_gpu(load_catalog(None), self.tables.device_name)
         return spec.name if spec else None
 
     @property
@@ -151,17 +153,14 @@ class Trace:
         >>> l4.summary()["steps"]["mean"]["gpu_busy_ms"] > t.summary()["steps"]["mean"]["gpu_busy_ms"]
         True
         """
-        from habitat_trace.emit.writer import render
-        from habitat_trace.ingest.trace import from_bytes
         from habitat_trace.scale.specs import load_catalog
 
         catalog = load_catalog(Path(specs) if specs else None)
         target = catalog.resolve(to)
         src = self._origin(catalog, origin)
-        prediction, timeline = predict_timeline(self.tables, src, target)
+        scaled = pipeline.scale(self.tables, src, target)
         info = {"input": str(self.path), "specs_file": str(specs) if specs else None}
-        return Trace(from_bytes(self.path, render(self.tables, timeline, prediction, info)), prediction, timeline,
-                     self.tables, info)
+        return Trace(target_tables(scaled, info), scaled.prediction, scaled.timeline, self.tables, info)
 
     def write(self, path: str | Path) -> Path:
         """Write the trace (gzip when ``path`` ends with .gz): a loaded trace as read (same bytes when the
@@ -181,29 +180,50 @@ class Trace:
             return copy_trace(self.path, out)
         return write_trace(self.scaled_from, self.timeline, self.prediction, out, self.spec_info)
 
-    def _origin(self, catalog: Any, origin: Optional[str]) -> Any:
-        from habitat_trace.commands.scale import resolve_origin
-
+    def _origin(self, catalog: Catalog, origin: Optional[str]) -> Any:
         if origin is None and self.prediction is not None:
             return self.prediction.target  # scaling a scaled trace again: it runs on the last target
-        spec = None if origin else catalog_gpu(catalog, self.tables.device_name)
-        return spec or resolve_origin(self.tables, catalog, origin)
+        return pipeline.resolve_origin(self.tables, catalog, origin)
 
 
-def catalog_gpu(catalog: Any, device_name: Optional[str]) -> Any:
-    """The catalog GPU of a deviceProperties name: torch's name, or a catalog name (traces we wrote)."""
-    if not device_name:
-        return None
-    return catalog.for_device(device_name) or catalog.get(device_name)
+def target_tables(scaled: pipeline.Scaled, spec_info: dict[str, Any]) -> Tables:
+    """The scaled trace's tables, built from the origin's and the replayed timeline (no JSON rendered): every
+    table keeps its rows and links (the replay maps CPU times monotonically, so nesting and step membership
+    hold), with the target's times; deviceProperties and the ``habitat_trace`` record as ``write`` writes them.
+    The raw events stay the origin's: ``raw_ts_ns``/``raw_dur_ns`` say which times they hold."""
+    from habitat_trace.emit.writer import habitat_block, target_devices
+
+    t, tl = scaled.tables, scaled.timeline
+    calls = _retimed(t.calls, tl)
+    gpu = _retimed(t.gpu, tl)
+    launch = gpu[S.LAUNCH].to_numpy()
+    has = launch != S.NONE
+    if len(calls):
+        safe = np.maximum(launch, 0)
+        gpu[S.LAUNCH_TS] = np.where(has, calls[S.TS].to_numpy()[safe], S.NONE)
+        gpu[S.LAUNCH_DUR] = np.where(has, calls[S.DUR].to_numpy()[safe], S.NONE)
+    devices = target_devices(t, scaled.target)
+    meta = dict(t.meta)
+    meta["deviceProperties"] = devices
+    meta["habitat_trace"] = habitat_block(scaled.prediction, spec_info)
+    raw_ts, raw_dur = t.raw_times()
+    return Tables(path=t.path, meta=meta, devices=devices, events=t.events, event_ts_ns=tl.ts_ns,
+                  event_dur_ns=tl.dur_ns, gpu=gpu, ops=_retimed(t.ops, tl), calls=calls, steps=_retimed(t.steps, tl),
+                  syncs=_retimed(t.syncs, tl), gpu_annotations=_retimed(t.gpu_annotations, tl),
+                  flows=_retimed(t.flows, tl), memory=_retimed(t.memory, tl), raw_ts_ns=raw_ts, raw_dur_ns=raw_dur)
 
 
-def predict_timeline(tables: Tables, origin: Any, target: Any) -> tuple[Prediction, Timeline]:
-    """Engine then replay: the predicted durations and the target timeline for ``tables``."""
-    from habitat_trace.timeline.replay import replay
-    from habitat_trace.scale.engine import predict
-
-    prediction = predict(tables, origin, target)
-    return prediction, replay(tables, prediction)
+def _retimed(df: pd.DataFrame, tl: Timeline) -> pd.DataFrame:
+    """``df`` (rows of events, column ``event``) with the timeline's ts, dur and end."""
+    if S.EVENT not in df.columns or not len(df):
+        return df.copy()
+    ev = df[S.EVENT].to_numpy()
+    cols = {S.TS: tl.ts_ns[ev]}
+    if S.DUR in df.columns:
+        cols[S.DUR] = tl.dur_ns[ev]
+    if S.END in df.columns:
+        cols[S.END] = tl.ts_ns[ev] + tl.dur_ns[ev]
+    return df.assign(**cols)
 
 
 def copy_trace(src: Path, out: Path) -> Path:
@@ -212,7 +232,7 @@ def copy_trace(src: Path, out: Path) -> Path:
 
     check_output(out, (src,))
     raw = Path(src).read_bytes()
-    gzipped = raw[:2] == GZIP_MAGIC
+    gzipped = raw[:2] == reader.GZIP_MAGIC
     if gzipped and not out.name.endswith(".gz"):
         raw, gzipped = gzip.decompress(raw), False
     return write_bytes(raw, out, gzipped=gzipped)

@@ -71,8 +71,7 @@ def tensorboard_trace_handler(dir_name: str | Path, to: Sequence[str] = ("A100",
 
 def _scale(original: Path, worker: str, stamp: int, out_dir: Path, targets: list[tuple[str, Any]],
            catalog: Any, origin: Optional[str], spec_info: dict[str, Any]) -> list[Path]:
-    from habitat_trace.api import predict_timeline
-    from habitat_trace.commands.scale import resolve_origin
+    from habitat_trace import pipeline
     from habitat_trace.emit.writer import write_trace
     from habitat_trace.errors import UnsupportedTraceError
     from habitat_trace.ingest import load
@@ -83,12 +82,12 @@ def _scale(original: Path, worker: str, stamp: int, out_dir: Path, targets: list
         raise UnsupportedTraceError(
             f"no GPU kernels to scale to {names} (CPU-only profile); profile with "
             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a CUDA device")
-    src = resolve_origin(trace, catalog, origin)
+    src = pipeline.resolve_origin(trace, catalog, origin)
     written = []
     for tag, target in targets:
-        prediction, timeline = predict_timeline(trace, src, target)
+        scaled = pipeline.scale(trace, src, target)
         out = out_dir / f"{worker}@{tag}.{stamp}{TRACE_SUFFIX}"
         info = {"input": str(original), "worker": f"{worker}@{tag}", **spec_info}
-        written.append(write_trace(trace, timeline, prediction, out, info))
+        written.append(write_trace(trace, scaled.timeline, scaled.prediction, out, info))
         log.info("habitat-trace: wrote %s (%s -> %s)", out, src.name, target.name)
     return written

@@ -29,8 +29,8 @@ def catalog():
 def test_kernel_report_matches_predict(catalog) -> None:
     trace = load(MLP_FIXTURE)
     origin, target = catalog.resolve("H100"), catalog.resolve("L4")
-    report = kernel_report(trace, origin, target)
     prediction = predict(trace, origin, target)
+    report = kernel_report(trace, prediction)
     assert tuple(report.columns) == REPORT_COLUMNS and len(report) == len(trace.gpu)
     assert np.array_equal(report["dur_target_ns"].to_numpy(), prediction.dur_ns)
     assert list(report["method"]) == list(prediction.method)

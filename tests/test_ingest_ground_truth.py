@@ -6,7 +6,7 @@ import csv
 import pytest
 
 from habitat_trace.ingest import load
-from habitat_trace.analysis.steps import step_figures
+from habitat_trace.timeline.steps import step_figures
 from tests.conftest import TRACES, needs_shared
 
 TOLERANCE = 0.005  # the bound on busy-time agreement with the collector's own figure

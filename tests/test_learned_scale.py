@@ -85,6 +85,9 @@ def test_envelope_matches_the_shipped_models_training_gpus():
     for gpu in envelope.TRAINED_ON:
         assert gpu in meta, f"{gpu} is in envelope.TRAINED_ON but not in the model's training set: {meta}"
     assert all(envelope.covers(CATALOG.resolve(g)) for g in envelope.TRAINED_ON)
+    for gpu in envelope.TRAINED_ON:  # the envelope's copy of the catalog values is the catalog's
+        spec = CATALOG.resolve(gpu)
+        assert envelope.TRAINED_VALUES[gpu] == tuple(getattr(spec, f) for f in envelope.FIELDS), gpu
     assert LEARNED in METHODS
 
 

@@ -10,7 +10,7 @@ from habitat_trace.timeline.replay import cpu_map, replay
 from habitat_trace.timeline.schedule import Breaks
 from habitat_trace.ingest import load
 from habitat_trace.ingest import schema as S
-from habitat_trace.analysis.steps import step_figures
+from habitat_trace.timeline.steps import step_figures
 from tests.conftest import DATA, EXTERNAL, TRACES, needs_shared
 from tests.emit_helpers import scaled
 

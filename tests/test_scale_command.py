@@ -35,15 +35,17 @@ class FakeCatalog:
     def for_device(self, device_name: str):
         return self.specs["H100 SXM5 80GB"] if device_name == "NVIDIA H100 80GB HBM3" else None
 
+    def get(self, name: str):
+        return self.specs.get(name)
+
 
 @pytest.fixture()
 def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
-    specs = types.ModuleType("habitat_trace.scale.specs")
-    specs.load_catalog = lambda extra=None: FakeCatalog()  # type: ignore[attr-defined]
-    engine = types.ModuleType("habitat_trace.scale.engine")
-    engine.predict = lambda trace, origin, target: scaled(trace, 0.5, target)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "habitat_trace.scale.specs", specs)
-    monkeypatch.setitem(sys.modules, "habitat_trace.scale.engine", engine)
+    import habitat_trace.pipeline
+    import habitat_trace.scale.specs
+
+    monkeypatch.setattr(habitat_trace.scale.specs, "load_catalog", lambda extra=None: FakeCatalog())
+    monkeypatch.setattr(habitat_trace.pipeline, "predict", lambda trace, origin, target: scaled(trace, 0.5, target))
 
 
 def test_names() -> None:

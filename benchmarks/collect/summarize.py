@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from habitat_trace.ingest import load  # noqa: E402
-from habitat_trace.analysis.steps import step_figures  # noqa: E402
+from habitat_trace.timeline.steps import step_figures  # noqa: E402
 
 COLUMNS = ["workload", "target", "gpu", "sms", "trace", "median_ms", "p10_ms", "p90_ms", "steady_wall_ms",
            "trace_kernel_ms", "trace_gpu_span_ms", "trace_cpu_step_ms", "trace_steps"]

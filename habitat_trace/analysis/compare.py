@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import pandas as pd
 
+from habitat_trace import pipeline
 from habitat_trace.scale.prediction import METHODS
 
 COLUMNS = ("gpu", "iteration_ms", "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source",
@@ -39,16 +40,15 @@ def compare(trace_or_path: Any, to: list[str], specs: Optional[Path] = None,
     ``prices`` maps a GPU name (any name the catalog resolves) to USD per hour and overrides the catalog.
     ``progress`` is called with each GPU name after its row is done (the CLI drives a progress bar with it).
     """
-    from habitat_trace.commands.scale import resolve_origin
-    from habitat_trace.ingest import load
     from habitat_trace.analysis.memory import peak_memory
+    from habitat_trace.ingest import load
     from habitat_trace.scale.specs import load_catalog
 
     catalog = load_catalog(specs)
     targets = [catalog.resolve(name) for name in to]  # unknown names fail before any work
     overrides = {catalog.resolve(name).name: float(usd) for name, usd in (prices or {}).items()}
     trace = trace_or_path if hasattr(trace_or_path, "gpu") else load(trace_or_path)
-    src = resolve_origin(trace, catalog, origin)
+    src = pipeline.resolve_origin(trace, catalog, origin)
     peak_gib, mem_source = peak_memory(trace)
     gpus = list(dict.fromkeys([src.name] + [t.name for t in targets]))
     rows = []
@@ -63,13 +63,11 @@ def compare(trace_or_path: Any, to: list[str], specs: Optional[Path] = None,
 
 def _row(trace: Any, src: Any, target: Any, overrides: dict[str, float], peak_gib: float,
          mem_source: str) -> dict[str, Any]:
-    from habitat_trace.timeline.replay import replay
     from habitat_trace.analysis.memory import fits
-    from habitat_trace.scale.engine import predict
 
-    prediction = predict(trace, src, target)
-    timeline = replay(trace, prediction)
-    iteration_ms, busy_ms = iteration_figures(trace, timeline)
+    scaled = pipeline.scale(trace, src, target)
+    prediction = scaled.prediction
+    iteration_ms, busy_ms = pipeline.iteration_figures(trace, scaled.timeline)
     usd, price_source = _price(target, overrides)
     return {
         "gpu": target.name, "iteration_ms": iteration_ms, "gpu_busy_ms": busy_ms, "speedup": float("nan"),
@@ -80,16 +78,6 @@ def _row(trace: Any, src: Any, target: Any, overrides: dict[str, float], peak_gi
         "fits_memory": fits(peak_gib, target.memory_gib),
         "method_share": method_share(prediction.method, prediction.dur_ns),
     }
-
-
-def iteration_figures(trace: Any, timeline: Any) -> tuple[float, float]:
-    """(iteration_ms, gpu_busy_ms) on the replayed timeline, means over steps (definitions: module doc)."""
-    from habitat_trace.analysis.steps import replayed_step_figures
-
-    fig = replayed_step_figures(trace, timeline).table
-    cpu_ns = (fig["cpu_ns"] if len(trace.steps) else fig["gpu_span_ns"]).to_numpy().astype(np.float64)
-    busy_ns = fig["gpu_busy_ns"].to_numpy().astype(np.float64)
-    return float(np.maximum(cpu_ns, busy_ns).mean()) / 1e6, float(busy_ns.mean()) / 1e6
 
 
 def method_share(method: np.ndarray, dur_ns: np.ndarray) -> dict[str, float]:

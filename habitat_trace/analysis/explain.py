@@ -1,6 +1,7 @@
 """``explain(trace, target) -> dict``: which ops and kernels change most on the target, and why.
 
-Pure: built from ``scale.report.kernel_report`` (the engine's own per-kernel facts) and the replayed timeline.
+Pure: built from ``analysis.kernels.kernel_report`` (the engine's own per-kernel facts) and the replayed timeline,
+one prediction and replay per GPU (pipeline.scale).
 Times are per step (summed over the ProfilerSteps, divided by their number; GPU events outside the steps are
 left out). ``share`` is the op's (kernel's) GPU time on the target over the target's step: the iteration time,
 or the summed GPU time of the step where streams overlap so much that it is larger; so shares sum to <= 1.
@@ -12,20 +13,23 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
+from habitat_trace import pipeline
+from habitat_trace.ingest.trace import Trace
+from habitat_trace.scale.gpu import GpuSpec
+
 # γ >= this: the kernel's origin time is mostly DRAM traffic (docs/method.md step 4)
 MEMORY_BOUND_GAMMA = 0.5
 NO_OP = "(no op)"
 
 
-def explain(trace: Any, origin: Any, target: Any, top: int = 15) -> dict[str, Any]:
-    from habitat_trace.analysis.compare import iteration_figures
-    from habitat_trace.timeline.replay import replay
-    from habitat_trace.scale.engine import predict
+def explain(trace: Trace, origin: GpuSpec, target: GpuSpec, top: int = 15) -> dict[str, Any]:
+    """The step before and after, and the ``top`` ops and kernels whose GPU time changes most (module doc)."""
     from habitat_trace.analysis.kernels import kernel_report
 
-    report = kernel_report(trace, origin, target)
-    before = iteration_figures(trace, replay(trace, predict(trace, origin, origin)))
-    after = iteration_figures(trace, replay(trace, predict(trace, origin, target)))
+    scaled = pipeline.scale(trace, origin, target)
+    report = kernel_report(trace, scaled.prediction)
+    before = pipeline.iteration_figures(trace, pipeline.scale(trace, origin, origin).timeline)
+    after = pipeline.iteration_figures(trace, scaled.timeline)
     steps = max(len(trace.steps), 1)
     if len(trace.steps):
         report = report[report["step"] >= 0]

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.ingest import schema as S
+from habitat_trace.scale.cost import DTYPE_BYTES
 
 GIB = 1024**3
 CUDA_DEVICE_TYPE = 1  # Kineto [memory] "Device Type": 0 CPU, 1 CUDA
@@ -26,9 +27,6 @@ CONTEXT_GIB = 1.0
 OPTIMIZER_STATE = {"adam": 2.0, "adamw": 2.0, "adamax": 2.0, "nadam": 2.0, "radam": 2.0, "adagrad": 1.0,
                    "rmsprop": 1.0, "sgd": 1.0, "lion": 1.0, "adadelta": 2.0}
 UNKNOWN_OPTIMIZER_STATE = 2.0  # Adam-like: the common and the larger case
-DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
-               "bool": 1, "unsigned char": 1, "signed char": 1, "short int": 2, "c10::Float8_e4m3fn": 1,
-               "c10::Float8_e5m2": 1}
 # ops whose output aliases their input (no allocation) or that allocate nothing worth counting
 VIEW_OPS = re.compile(r"^aten::(?:view|_unsafe_view|reshape|permute|transpose|t|expand|unbind|split|chunk|slice|"
                       r"select|as_strided|detach|alias|unsqueeze|squeeze|flatten|narrow|arange|empty|zeros|ones|"

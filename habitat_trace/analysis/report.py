@@ -12,7 +12,7 @@ import pandas as pd
 
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import Trace
-from habitat_trace.analysis.steps import step_figures
+from habitat_trace.timeline.steps import step_figures
 
 NS_PER_MS = 1e6
 SHORT_NAME_CHARS = 80  # enough for "namespace::kernel_name" of cuDNN/cuBLAS kernels, short enough for a table

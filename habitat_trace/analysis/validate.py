@@ -15,7 +15,7 @@ import pandas as pd
 
 from habitat_trace.ingest import Trace
 from habitat_trace.ingest import schema as S
-from habitat_trace.analysis.steps import step_figures
+from habitat_trace.timeline.steps import step_figures
 
 STEP_FIGURES = ("gpu_busy_ns", "gpu_span_ns", "cpu_ns")
 

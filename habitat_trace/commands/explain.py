@@ -21,8 +21,8 @@ def run(trace: Path, to: str, specs: Optional[Path], top: int, fmt: str, origin:
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from habitat_trace.commands.scale import resolve_origin
     from habitat_trace.analysis.explain import explain
+    from habitat_trace.pipeline import resolve_origin
     from habitat_trace.ingest import load
     from habitat_trace.scale.specs import load_catalog
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from habitat_trace.errors import OutputError, SpecError
+from habitat_trace.errors import OutputError
+
+if TYPE_CHECKING:
+    from habitat_trace import pipeline
 
 TRACE_SUFFIX = re.compile(r"(\.pt)?\.trace\.json(\.gz)?$|\.json(\.gz)?$")
 
@@ -34,25 +37,10 @@ def output_paths(trace_path: Path, out: Path, targets: list[str]) -> list[Path]:
     return [out]
 
 
-def resolve_origin(trace: Any, catalog: Any, origin: Optional[str]) -> Any:
-    if origin:
-        return catalog.resolve(origin)
-    spec = catalog.for_device(trace.device_name) if trace.device_name else None
-    if spec is None and not trace.device_name:
-        raise SpecError(f"{trace.path}: the trace names no GPU (no deviceProperties); "
-                        "name the origin GPU with --from GPU (see `habitat-trace gpus`)")
-    if spec is None:
-        raise SpecError(f"{trace.path}: origin GPU {trace.device_name!r} is not in the catalog; "
-                        "name it with --from GPU (see `habitat-trace gpus`)")
-    return spec
-
-
 def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Optional[str]) -> None:
-    from habitat_trace.timeline.replay import replay
-    from habitat_trace.analysis.steps import describe
+    from habitat_trace import pipeline
     from habitat_trace.emit.writer import check_output, write_trace
     from habitat_trace.ingest import load
-    from habitat_trace.scale.engine import predict
     from habitat_trace.scale.specs import load_catalog
 
     catalog = load_catalog(specs)
@@ -61,12 +49,21 @@ def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Op
     for p in paths:
         check_output(p, (Path(trace),))
     loaded = load(trace)
-    src = resolve_origin(loaded, catalog, origin)
+    src = pipeline.resolve_origin(loaded, catalog, origin)
     info = {"input": str(trace), "specs_file": str(specs) if specs else None}
     for target, path in zip(targets, paths):
-        prediction = predict(loaded, src, target)
-        for w in prediction.warnings:  # they also travel with the output (habitat_trace.warnings)
+        scaled = pipeline.scale(loaded, src, target)
+        for w in scaled.prediction.warnings:  # they also travel with the output (habitat_trace.warnings)
             typer.echo(f"warning: {target.name}: {w}", err=True)
-        timeline = replay(loaded, prediction)
-        written = write_trace(loaded, timeline, prediction, path, info)
-        typer.echo(describe(loaded, timeline, prediction, written))
+        written = write_trace(loaded, scaled.timeline, scaled.prediction, path, info)
+        typer.echo(describe(scaled, written))
+
+
+def describe(scaled: pipeline.Scaled, path: Path) -> str:
+    """The one-line summary: origin -> target, mean per-step GPU busy time and span, the file written."""
+    from habitat_trace.timeline.steps import step_means_ms
+
+    busy0, span0 = step_means_ms(scaled.tables, None)
+    busy, span = step_means_ms(scaled.tables, scaled.timeline)
+    return (f"{scaled.origin.name} -> {scaled.target.name}: step GPU busy {busy0:.3f} -> {busy:.3f} ms, "
+            f"span {span0:.3f} -> {span:.3f} ms; wrote {path}")

@@ -131,7 +131,8 @@ def compare(original: list[Any], output: list[Any]) -> tuple[list[Violation], li
     Events keep their index in emit's outputs, so a violation is "the same" when index and rule match.
     """
     known = {(v.index, v.rule) for v in check_events(original)}
-    errors, warnings = [], []
+    errors: list[Any] = []
+    warnings: list[Any] = []
     for v in check_events(output):
         (warnings if (v.index, v.rule) in known else errors).append(v)
     return errors, warnings

@@ -1,4 +1,5 @@
-"""Kernel classes, from the launching op (most reliable) and the kernel name (fallback).
+"""Kernel classes, from the kernel name, with the launching op deciding between library classes (a cuDNN
+convolution kernel named like a GEMM is a conv); the op never turns a non-library kernel into a library one.
 
 Classes decide how a kernel is scaled: library-chosen kernels (gemm, conv, attention) may differ
 per GPU; everything else runs the same code on every GPU of an architecture family.

@@ -59,7 +59,8 @@ def scan(raw: bytes, block: int = BLOCK_BYTES) -> Layout | None:
     """The event array's layout in ``raw`` (a JSON document), or None when it is not a well-formed
     Chrome trace."""
     buf = np.frombuffer(raw, dtype=np.uint8)
-    start = SPACE.match(raw).end()
+    space = SPACE.match(raw)  # the pattern matches the empty string: never None
+    start = space.end() if space else 0
     first = raw[start:start + 1]
     if first not in (b"{", b"["):
         return None
@@ -133,7 +134,8 @@ def _marks(buf: np.ndarray, depth: int, block: int) -> _Marks | None:
         commas.append(pos[(char == COMMA) & (after == depth)])
     if parity or level:
         return None  # ends inside a string, or with brackets left open
-    return _Marks(*(np.concatenate([t[i] for t in tops]) for i in range(3)), np.concatenate(commas))
+    top_pos, top_char, top_depth = (np.concatenate([t[i] for t in tops]) for i in range(3))
+    return _Marks(top_pos, top_char, top_depth, np.concatenate(commas))
 
 
 def _bare_span(raw: bytes, marks: _Marks) -> tuple[int, int] | None:

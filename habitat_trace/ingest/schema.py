@@ -18,7 +18,6 @@ CAT_GPU_ANNOTATION = "gpu_user_annotation"
 CAT_RUNTIME = "cuda_runtime"
 CAT_DRIVER = "cuda_driver"
 CAT_SYNC = "cuda_sync"
-CAT_PYTHON = "python_function"
 CAT_FLOW_LAUNCH = "ac2g"
 CAT_FLOW_FWDBWD = "fwdbwd"
 
@@ -68,12 +67,10 @@ OP_NAME = "op_name"
 ROOT_OP = "root_op"  # outermost op below the ProfilerStep annotation
 ROOT_OP_NAME = "root_op_name"
 KCLASS = "kclass"  # kernel class, see ingest.classify
-
-GPU_INT_COLUMNS = (
-    EVENT, DEVICE, STREAM, TS, DUR, CORRELATION, EXTERNAL_ID, GRID_X, GRID_Y, GRID_Z,
-    BLOCK_X, BLOCK_Y, BLOCK_Z, REGISTERS, SHARED_MEM, BYTES, LAUNCH, LAUNCH_TS, LAUNCH_DUR,
-    OP, ROOT_OP, STEP,
-)
+LAUNCH_ISSUE = "launch_issue"  # "" or why the recorded launch parameters were dropped (out of range)
+# Valid launch parameters (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability"):
+# at most 255 registers per thread on every compute capability >= 3.5; grid, block and shared memory never negative.
+MAX_REGISTERS_PER_THREAD = 255
 
 # --- CPU ops and annotations ---
 PARENT = "parent"
@@ -110,3 +107,24 @@ STEP_NUMBER = "number"
 # --- flows ---
 FLOW_ID = "id"
 PHASE = "ph"
+
+# --- the typed boundary: dtype kind of every column ingest promises, per table ("i" int64, "f" float64,
+# "O" Python objects: str, tuples of shapes). Checked once per load (ingest.trace.check_tables); other layers may
+# rely on exactly these. Tables may carry more columns; an empty table may have any dtype.
+_TIMED = {EVENT: "i", NAME: "O", PID: "O", TID: "O", TS: "i", DUR: "i"}
+TABLE_COLUMNS: dict[str, dict[str, str]] = {
+    "gpu": {**_TIMED, CAT: "O", DEVICE: "i", STREAM: "i", CORRELATION: "i", EXTERNAL_ID: "i", GRID_X: "i",
+            GRID_Y: "i", GRID_Z: "i", BLOCK_X: "i", BLOCK_Y: "i", BLOCK_Z: "i", REGISTERS: "i", SHARED_MEM: "i",
+            BYTES: "i", CUPTI_BLOCKS_PER_SM: "f", CUPTI_WARPS_PER_SM: "f", CUPTI_OCCUPANCY: "f", END: "i",
+            LAUNCH: "i", LAUNCH_NAME: "O", LAUNCH_TS: "i", LAUNCH_DUR: "i", OP: "i", OP_NAME: "O", ROOT_OP: "i",
+            ROOT_OP_NAME: "O", STEP: "i", KCLASS: "O", LAUNCH_ISSUE: "O"},
+    "ops": {**_TIMED, CAT: "O", EXTERNAL_ID: "i", SEQUENCE: "i", INPUT_DIMS: "O", INPUT_TYPES: "O",
+            CONCRETE_INPUTS: "O", PARENT: "i", DEPTH: "i", ROOT_OP: "i", END: "i", STEP: "i"},
+    "calls": {**_TIMED, CAT: "O", CORRELATION: "i", EXTERNAL_ID: "i", SYNC_KIND: "O", END: "i", OP: "i", STEP: "i"},
+    "steps": {EVENT: "i", NAME: "O", TS: "i", DUR: "i", STEP_NUMBER: "i", OP: "i", END: "i"},
+    "syncs": {**_TIMED, SYNC_KIND: "O", STREAM: "i", CORRELATION: "i"},
+    "gpu_annotations": {**_TIMED, EXTERNAL_ID: "i"},
+    "flows": {EVENT: "i", CAT: "O", PHASE: "O", FLOW_ID: "i", PID: "O", TID: "O", TS: "i"},
+    "memory": {EVENT: "i", TS: "i", "device_type": "i", "device_id": "i", BYTES: "i", "total_allocated": "i",
+               "total_reserved": "i"},
+}

@@ -148,9 +148,9 @@ def gpu_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     cols[S.STREAM] = col.ints(stream)
     cols[S.CORRELATION] = col.ints(corr)
     cols[S.EXTERNAL_ID] = _external_ids(ext, ext21)
-    grid, block = col.triples(grid), col.triples(block)
-    cols[S.GRID_X], cols[S.GRID_Y], cols[S.GRID_Z] = grid[:, 0], grid[:, 1], grid[:, 2]
-    cols[S.BLOCK_X], cols[S.BLOCK_Y], cols[S.BLOCK_Z] = block[:, 0], block[:, 1], block[:, 2]
+    grid3, block3 = col.triples(grid), col.triples(block)
+    cols[S.GRID_X], cols[S.GRID_Y], cols[S.GRID_Z] = grid3[:, 0], grid3[:, 1], grid3[:, 2]
+    cols[S.BLOCK_X], cols[S.BLOCK_Y], cols[S.BLOCK_Z] = block3[:, 0], block3[:, 1], block3[:, 2]
     cols[S.REGISTERS] = col.ints(regs, default=0)
     cols[S.SHARED_MEM] = col.ints(smem, default=0)
     cols[S.BYTES] = col.ints(nbytes, default=0)

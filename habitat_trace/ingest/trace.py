@@ -11,7 +11,7 @@ import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,17 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.assemble import assemble
 from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.ingest.events import ChunkError, event_chunks
+
+
+class KernelTables(Protocol):
+    """What the scale engine reads of a trace: the GPU events and the CPU ops that launched them (columns and
+    dtypes in schema.py). ``Trace`` is one; tests may build just these two tables."""
+
+    @property
+    def gpu(self) -> pd.DataFrame: ...
+
+    @property
+    def ops(self) -> pd.DataFrame: ...
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,16 @@ class Trace:
     gpu_annotations: pd.DataFrame = field(repr=False)
     flows: pd.DataFrame = field(repr=False)
     memory: pd.DataFrame = field(repr=False)
+    # times written in ``events`` when they differ from event_ts_ns/event_dur_ns (tables retimed to a target
+    # GPU in memory, api.Trace.scale); None: the same
+    raw_ts_ns: np.ndarray | None = field(default=None, repr=False)
+    raw_dur_ns: np.ndarray | None = field(default=None, repr=False)
+
+    def raw_times(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ts, dur) in ns per event as written in ``events`` (NO_TIME where absent)."""
+        if self.raw_ts_ns is None or self.raw_dur_ns is None:
+            return self.event_ts_ns, self.event_dur_ns
+        return self.raw_ts_ns, self.raw_dur_ns
 
     @property
     def device_name(self) -> str | None:
@@ -56,17 +77,6 @@ class Trace:
     def device_properties(self) -> dict[str, Any]:
         name = self.device_name
         return next((d for d in self.devices if str(d.get("name")) == name), {})
-
-    def op_chain(self, row: int) -> list[str]:
-        """Names of the ops that launched GPU event ``row``, innermost first."""
-        out = []
-        op = int(self.gpu[S.OP].iat[row])
-        parent = self.ops[S.PARENT].to_numpy()
-        names = self.ops[S.NAME].to_numpy()
-        while op != S.NONE:
-            out.append(str(names[op]))
-            op = int(parent[op])
-        return out
 
 
 def load(path: str | Path, require_gpu: bool = True) -> Trace:
@@ -191,9 +201,50 @@ def _link(t: Trace) -> Trace:
         step = linking.step_of(steps, gpu[S.TS].to_numpy())
     gpu[S.STEP] = step
     gpu[S.KCLASS] = classify.classify(gpu[S.NAME], gpu[S.CAT], gpu[S.OP_NAME])
-    return Trace(path=t.path, meta=t.meta, devices=t.devices, events=t.events, event_ts_ns=t.event_ts_ns,
-                 event_dur_ns=t.event_dur_ns, gpu=gpu, ops=ops, calls=calls, steps=steps, syncs=t.syncs,
-                 gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory)
+    gpu[S.LAUNCH_ISSUE] = drop_invalid_launch_params(gpu)
+    linked = Trace(path=t.path, meta=t.meta, devices=t.devices, events=t.events, event_ts_ns=t.event_ts_ns,
+                   event_dur_ns=t.event_dur_ns, gpu=gpu, ops=ops, calls=calls, steps=steps, syncs=t.syncs,
+                   gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory)
+    check_tables(linked)
+    return linked
+
+
+LAUNCH_LABELS = {S.REGISTERS: "registers per thread", S.SHARED_MEM: "shared memory", S.GRID_X: "grid",
+                 S.BLOCK_X: "block"}  # the Kineto arg names
+
+
+def check_tables(trace: Trace) -> None:
+    """The typed boundary: every table has the columns and dtypes schema.TABLE_COLUMNS promises. A failure is our
+    bug (the tables are built from any input), so it is a RuntimeError, not a user error."""
+    for table, columns in S.TABLE_COLUMNS.items():
+        df = getattr(trace, table)
+        missing = [c for c in columns if c not in df.columns]
+        wrong = [f"{c}: {df[c].dtype}" for c, kind in columns.items()
+                 if len(df) and c in df.columns and df[c].dtype.kind != kind]
+        if missing or wrong:
+            raise RuntimeError(f"{trace.path}: ingest built table {table!r} off its schema "
+                               f"(missing {missing}, wrong dtypes {wrong})")
+
+
+def drop_invalid_launch_params(gpu: pd.DataFrame) -> np.ndarray:
+    """Zero (= not recorded) the launch parameters of kernels whose recorded values are out of range (a negative
+    register count or shared memory, a negative grid or block, over MAX_REGISTERS_PER_THREAD registers), so the
+    engine takes its no-parameters rule for them instead of failing in the occupancy model; returns per row why
+    ("" where the values were kept). Changes ``gpu`` in place (ingest's own table, being built)."""
+    launch = [S.GRID_X, S.GRID_Y, S.GRID_Z, S.BLOCK_X, S.BLOCK_Y, S.BLOCK_Z, S.REGISTERS, S.SHARED_MEM]
+    issue = np.full(len(gpu), "", dtype=object)
+    for column, bad in ((S.REGISTERS, (gpu[S.REGISTERS] < 0) | (gpu[S.REGISTERS] > S.MAX_REGISTERS_PER_THREAD)),
+                        (S.SHARED_MEM, gpu[S.SHARED_MEM] < 0),
+                        (S.GRID_X, (gpu[[S.GRID_X, S.GRID_Y, S.GRID_Z]] < 0).any(axis=1)),
+                        (S.BLOCK_X, (gpu[[S.BLOCK_X, S.BLOCK_Y, S.BLOCK_Z]] < 0).any(axis=1))):
+        rows = bad.to_numpy() & (issue == "")
+        if rows.any():
+            label = LAUNCH_LABELS[column]
+            issue[rows] = [f"{label} {v} out of range" for v in gpu[column].to_numpy()[rows]]
+    dropped = issue != ""
+    if dropped.any():
+        gpu.loc[dropped, launch] = 0
+    return issue
 
 
 def _check_times(path: Path, what: str, df: pd.DataFrame, events: Sequence[Any]) -> None:

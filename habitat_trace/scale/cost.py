@@ -12,6 +12,8 @@ import re
 from functools import lru_cache
 from typing import Any, Optional, Sequence
 
+import numpy as np
+
 DTYPE_BYTES = {
     "float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "long int": 8, "int": 4, "short int": 2,
     "bool": 1, "unsigned char": 1, "signed char": 1, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
@@ -19,6 +21,13 @@ DTYPE_BYTES = {
 }
 DTYPE_NAME = {"float": "fp32", "double": "fp64", "c10::BFloat16": "bf16", "c10::Half": "fp16",
               "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8"}
+
+def gemm_flops_bytes(b: Any, m: Any, n: Any, k: Any, element_bytes: float) -> tuple[Any, Any]:
+    """FLOPs (2·B·M·N·K: a multiply and an add per term) and compulsory DRAM bytes (A, B and C once each) of a
+    batched GEMM C[b] = A[b] (m x k) @ B[b] (k x n); numpy arrays or floats."""
+    b, m, n, k = (np.asarray(x, dtype=np.float64) for x in (b, m, n, k))
+    return 2.0 * b * m * n * k, element_bytes * b * (m * k + k * n + m * n)
+
 
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
             "aten::_scaled_mm", "aten::addmv", "aten::mv", "aten::addbmm"}
@@ -161,7 +170,7 @@ def _io_bytes(name: str, dims: tuple, types: tuple) -> float:
             sizes.extend(_numel(x) * 4 for x in d if _is_shape(x))
     if not sizes:
         return math.nan
-    out = 0 if name.endswith("_") else max(sizes)  # in-place ops write an input
+    out = 0.0 if name.endswith("_") else float(max(sizes))  # in-place ops write an input
     if name in GEMM_OPS:
         out = _gemm_out_bytes(name, dims, types)
     return float(sum(sizes) + out)

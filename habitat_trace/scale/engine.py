@@ -16,16 +16,23 @@ import pandas as pd
 
 from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
+from habitat_trace.ingest.trace import KernelTables as Tables
 from habitat_trace.scale import learned, occupancy, wave
 from habitat_trace.scale.cost import gemm_dims, op_cost, tensor_dtype_from_kernel
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
-from habitat_trace.scale.prediction import COPY, FALLBACK, IDENTITY, LEARNED, ROOFLINE_OP, WAVE, Prediction
+from habitat_trace.scale.prediction import (COPY, FALLBACK, IDENTITY, LEARNED, ROOFLINE_OP, WAVE, KernelFacts,
+                                            Prediction)
 
 # γ when an op's shapes were not recorded (no record_shapes, TensorList arguments): streaming kernels
-# are mostly bandwidth-bound, library kernels mostly not. Assumptions, not fits: see README "Method".
+# are mostly bandwidth-bound, library kernels mostly not. Assumptions, not fits: docs/method.md step 4.
 STREAMING_GAMMA_WITHOUT_SHAPES = 0.8
 LIBRARY_GAMMA_WITHOUT_SHAPES = 0.2
+# What the engine does for a kernel without valid grid/block: kernel_facts assumes MANY_WAVES_GRID blocks, so the
+# compute side scales by the SM count and per-SM peak, and the memory side by the achievable bandwidth.
+NO_PARAMS_RULE = "wave law with a grid of many full waves assumed"
+NO_PARAMS_REASON = f"no launch parameters (grid/block) in the trace: {NO_PARAMS_RULE}"
+MANY_WAVES_GRID = 1e6
 # Kernels that schedule their tiles over the SMs they get (cuBLAS nvjet, CUTLASS persistent /
 # warp-specialized / stream-K, Triton persistent matmuls): fractional waves.
 PERSISTENT_KERNELS = r"(?i)nvjet|persistent|warpspecialized|stream_?k|_coop"
@@ -36,7 +43,7 @@ def same_gpu(a: GpuSpec, b: GpuSpec) -> bool:
         replace(b, name="", aliases=(), device_names=(), source="", base=None, price=None)
 
 
-def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
+def predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
     g = trace.gpu
     t_o = g[S.DUR].to_numpy().astype(np.float64)
     n = len(g)
@@ -49,14 +56,19 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
     kclass = g[S.KCLASS].to_numpy()
     library = np.isin(kclass, K.LIBRARY_CLASSES)
     method[library] = ROOFLINE_OP
-    no_params = ~facts["has_params"]
+    no_params = ~facts.has_params
     method[no_params] = FALLBACK
-    reason[no_params] = "no launch parameters (grid/block) in the trace: SM-count ratio assumed"
+    reason[no_params] = NO_PARAMS_REASON
+    if S.LAUNCH_ISSUE in g.columns:  # recorded but out of range, dropped at ingest: say which value
+        issue = g[S.LAUNCH_ISSUE].to_numpy()
+        bad = no_params & (issue != "")
+        reason[bad] = issue[bad] + f" in the trace: launch parameters dropped, {NO_PARAMS_RULE}"
     is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
     method[is_copy] = COPY
+    reason[is_copy] = ""  # copies and sets have no grid: the bandwidth rule below is theirs, not a fallback
 
-    f_mem, f_comp = scale_factors(g, facts)
-    t_t = wave.combine(t_o, facts["gamma"], f_mem, f_comp, facts["flop_share"])
+    f_mem, f_comp = facts.f_mem, facts.f_comp
+    t_t = wave.combine(t_o, facts.gamma, f_mem, f_comp, facts.flop_share)
     # copies: device-side ones move at the achievable DRAM bandwidth; host copies cross PCIe/NVLink-C2C,
     # which the catalog does not model per direction, so they keep their time.
     host_copy = is_copy & _name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
@@ -64,19 +76,19 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
     t_t = np.where(host_copy, t_o, t_t)
     reason[host_copy] = "host copy: link bandwidth not modelled, origin time kept"
     # library-chosen FP32 GEMMs between two GPUs the learned model covers: its ratio instead of the wave law
-    t_learned = _learned_gemm_ns(trace, origin, target, facts["pipe"], t_o)
+    t_learned = _learned_gemm_ns(trace, origin, target, facts.pipe, t_o)
     use_learned = np.isfinite(t_learned) & ~is_copy
     t_t = np.where(use_learned, t_learned, t_t)
     method[use_learned] = LEARNED
     # roofline floor for library kernels whose op cost is known: never faster than physics
-    floor = facts["roofline_floor_ns"]
+    floor = facts.roofline_floor_ns
     bounded = library & np.isfinite(floor)
     t_t = np.where(bounded, np.maximum(t_t, floor), t_t)
     dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
-    return Prediction(origin, target, dur, method, reason, warnings=_warnings(no_params, is_copy))
+    return Prediction(origin, target, dur, method, reason, warnings=_warnings(no_params, is_copy), facts=facts)
 
 
-def _learned_gemm_ns(trace, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, t_o: np.ndarray) -> np.ndarray:
+def _learned_gemm_ns(trace: Tables, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, t_o: np.ndarray) -> np.ndarray:
     """Target time of each FP32 (CUDA-core) GEMM kernel from the learned model, NaN where it does not apply
     (other kernels, GPUs outside envelope.covers, shapes not recorded, outside the model's domain). The
     model predicts a GEMM op's time: the ratio comes from the op's summed GEMM-kernel time and scales
@@ -94,7 +106,7 @@ def _learned_gemm_ns(trace, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, 
     return out
 
 
-def gemm_kernel_shapes(trace, where: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def gemm_kernel_shapes(trace: Tables, where: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """GEMM kernels (rows of ``trace.gpu`` where ``where`` holds) whose launching op recorded GEMM shapes: their
     rows, (B, M, N, K) as a 4 x n float array, and the op's compute dtype from its input types (a CUDA-core
     kernel of a bf16 op is not an FP32 GEMM)."""
@@ -113,14 +125,15 @@ def gemm_kernel_shapes(trace, where: np.ndarray) -> tuple[np.ndarray, np.ndarray
             np.array([d for _, d in found], dtype=object))
 
 
-def scale_factors(g: pd.DataFrame, facts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def scale_factors(g: pd.DataFrame, waves_origin: np.ndarray, waves_target: np.ndarray, bw_origin: np.ndarray,
+                  bw_target: np.ndarray, rate_ratio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Memory-side and compute-side factors F_m, F_c per GPU event (docs/method.md steps 2-3)."""
-    f_mem = facts["bw_origin"] / facts["bw_target"]
+    f_mem = bw_origin / bw_target
     # a library kernel whose grid fits one wave on the origin was sized to that GPU's SMs: the library
     # loops over tiles inside it (or picks a grid for the target's SMs there), so its waves are fractional
-    sized_to_gpu = np.isin(g[S.KCLASS].to_numpy(), (K.GEMM, K.ATTENTION)) & (facts["waves_origin"] <= 1.0)
+    sized_to_gpu = np.isin(g[S.KCLASS].to_numpy(), (K.GEMM, K.ATTENTION)) & (waves_origin <= 1.0)
     persistent = _name_matches(g[S.NAME], PERSISTENT_KERNELS) | sized_to_gpu
-    f_comp = wave.wave_factor(facts["waves_origin"], facts["waves_target"], persistent) * facts["rate_ratio"]
+    f_comp = wave.wave_factor(waves_origin, waves_target, persistent) * rate_ratio
     return f_mem, f_comp
 
 
@@ -134,10 +147,11 @@ def _name_matches(names: pd.Series, pattern: str) -> np.ndarray:
 
 def _warnings(no_params: np.ndarray, is_copy: np.ndarray) -> tuple[str, ...]:
     k = int((no_params & ~is_copy).sum())
-    return (f"{k} kernels have no launch parameters; scaled by the SM-count ratio (method 'fallback')",) if k else ()
+    return (f"{k} kernels have no valid launch parameters; scaled as a grid of many full waves (method "
+            "'fallback': compute side by SMs x per-SM peak, memory side by bandwidth)",) if k else ()
 
 
-def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarray]:
+def kernel_facts(trace: Tables, origin: GpuSpec, target: GpuSpec) -> KernelFacts:
     g = trace.gpu
     blocks = (g[S.GRID_X] * g[S.GRID_Y] * g[S.GRID_Z]).to_numpy().astype(np.float64)
     threads = (g[S.BLOCK_X] * g[S.BLOCK_Y] * g[S.BLOCK_Z]).to_numpy()
@@ -146,8 +160,8 @@ def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarra
     regs, smem = g[S.REGISTERS].to_numpy(), g[S.SHARED_MEM].to_numpy()
     bps_o = np.maximum(occupancy.blocks_per_sm(thr, regs, smem, origin.occupancy), 1)
     bps_t = np.maximum(occupancy.blocks_per_sm(thr, regs, _fit_smem(smem, target), target.occupancy), 1)
-    # without launch parameters assume a kernel that fills many waves (pure SM-count scaling)
-    blocks = np.where(has_params, blocks, 1e6)
+    # without launch parameters assume a kernel that fills many waves (NO_PARAMS_REASON)
+    blocks = np.where(has_params, blocks, MANY_WAVES_GRID)
     w_o = occupancy.waves(blocks, bps_o, origin.sms)
     w_t = occupancy.waves(blocks, bps_t, target.sms)
     bw_o = wave.achievable_bandwidth_gbs(origin.sms, origin.boost_clock_mhz, origin.memory_bandwidth_gbs,
@@ -180,9 +194,10 @@ def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarra
     off = flop_share > 1.0
     flop_share = np.where(off, 0.0, flop_share)
     gamma = np.where(off, LIBRARY_GAMMA_WITHOUT_SHAPES, gamma)
-    return {"flop_share": flop_share, "has_params": has_params, "pipe": np.array(pipe, dtype=object),
-            "waves_origin": w_o, "waves_target": w_t,
-            "bw_origin": bw_o, "bw_target": bw_t, "rate_ratio": rate_ratio, "gamma": gamma, "roofline_floor_ns": floor}
+    f_mem, f_comp = scale_factors(g, w_o, w_t, bw_o, bw_t, rate_ratio)
+    return KernelFacts(has_params=has_params, pipe=np.array(pipe, dtype=object), waves_origin=w_o, waves_target=w_t,
+                       bw_origin=bw_o, bw_target=bw_t, rate_ratio=rate_ratio, gamma=gamma, flop_share=flop_share,
+                       roofline_floor_ns=floor, f_mem=f_mem, f_comp=f_comp)
 
 
 def _fit_smem(smem: np.ndarray, target: GpuSpec) -> np.ndarray:
@@ -190,7 +205,7 @@ def _fit_smem(smem: np.ndarray, target: GpuSpec) -> np.ndarray:
     return np.minimum(smem, target.occupancy.shared_mem_per_block_optin_bytes)
 
 
-def _costs(trace) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def _costs(trace: Tables) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Per GPU event: its op's FLOPs and bytes (NaN unknown) and the pipe (tensor dtype or fp32)."""
     g, ops = trace.gpu, trace.ops
     op = g[S.OP].to_numpy()

@@ -62,10 +62,6 @@ class GpuSpec:
     base: Optional[str] = None  # catalog entry this one inherits from (what-if GPUs)
     extra: Mapping[str, object] = field(default_factory=dict)  # other sourced fields (fp64, pcie, ...)
 
-    @property
-    def bandwidth_bytes_per_ns(self) -> float:
-        return self.memory_bandwidth_gbs  # 1e9 B/s == 1 B/ns
-
     def pipe_peak_tflops(self, pipe: str) -> float:
         """Peak of the pipe a kernel runs on: "fp32" is the CUDA cores, any other name a tensor dtype."""
         return self.fp32_tflops if pipe == "fp32" else self.tensor_peak_tflops(pipe)

@@ -5,6 +5,7 @@ Emit lays out the timeline from these and never recomputes a prediction.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -16,8 +17,26 @@ WAVE = "wave"  # wave scaling with gamma from the op's cost model
 ROOFLINE_OP = "roofline-op"  # library kernel (GEMM/conv/attention) scaled by a roofline bound
 LEARNED = "learned"  # library GEMM predicted by the learned model (scale/learned), roofline-bounded
 COPY = "copy"  # memcpy/memset: bandwidth ratio
-FALLBACK = "fallback"  # launch parameters missing: class-level rule (reason says why)
+FALLBACK = "fallback"  # launch parameters missing or invalid: many-wave grid assumed (reason says why)
 METHODS = (IDENTITY, WAVE, ROOFLINE_OP, LEARNED, COPY, FALLBACK)
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    """What the engine knows of each GPU event (arrays aligned with the trace's GPU rows): the inputs of its laws."""
+
+    has_params: np.ndarray  # bool: valid grid and block recorded
+    pipe: np.ndarray  # str: "fp32" (CUDA cores) or the tensor dtype the kernel runs on
+    waves_origin: np.ndarray  # float: grid / (SMs x blocks per SM) on each GPU
+    waves_target: np.ndarray
+    bw_origin: np.ndarray  # float GB/s: achievable DRAM bandwidth at the kernel's wave fill
+    bw_target: np.ndarray
+    rate_ratio: np.ndarray  # float: per-SM peak of the pipe, origin / target
+    gamma: np.ndarray  # float in [0, 1]: share of the origin time the DRAM was busy
+    flop_share: np.ndarray  # float: u, share of a GEMM's origin time its FLOPs need at the pipe's peak
+    roofline_floor_ns: np.ndarray  # float: target roofline time of the kernel's share of its op (NaN unknown)
+    f_mem: np.ndarray  # float: memory-side time factor F_m (docs/method.md steps 2-3)
+    f_comp: np.ndarray  # float: compute-side time factor F_c
 
 
 @dataclass(frozen=True)
@@ -28,6 +47,7 @@ class Prediction:
     method: np.ndarray  # str, one of METHODS
     reason: np.ndarray  # str, why a fallback was taken ("" otherwise)
     warnings: tuple[str, ...] = ()
+    facts: Optional[KernelFacts] = None  # the laws' inputs (None for the identity: nothing was scaled)
 
     def method_counts(self) -> dict[str, int]:
         names, counts = np.unique(self.method, return_counts=True)

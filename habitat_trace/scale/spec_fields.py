@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from habitat_trace.errors import SpecError
 
@@ -52,8 +52,8 @@ def where(path: Path | str, table: str, name: str) -> str:
     return f'{path}: [{table}."{name}"]'
 
 
-def did_you_mean(word: str, choices: object) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)  # type: ignore[arg-type]
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
     return f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
 
 
@@ -85,7 +85,7 @@ def check_value(key: str, value: object, kind: str, at: str) -> object:
         raise SpecError(f"{at}.{key} must be {kind}, got {value!r} ({type(value).__name__}){hint}")
     if kind in (INT, NUM) and key not in ZERO_OK and value <= 0:  # type: ignore[operator]
         raise SpecError(f"{at}.{key} must be > 0, got {value!r}")
-    if kind == INT_LIST and any(x < 0 for x in value):  # type: ignore[union-attr]
+    if kind == INT_LIST and any(x < 0 for x in value):  # type: ignore[attr-defined, union-attr]
         raise SpecError(f"{at}.{key} must not hold negative numbers, got {value!r}")
     if kind == NUM:
         return float(value)  # type: ignore[arg-type]

@@ -3,7 +3,8 @@
 Per kernel (origin time T_o, blocks B, blocks per SM o_g from the occupancy rules, SMs S_g):
 
     waves            W_g = B / (o_g · S_g)                                     (Habitat §4.1)
-    compute factor   F_c = max(W_t, 1) / max(W_o, 1) · r_o / r_t
+    compute factor   F_c = max(w(W_t), 1) / max(w(W_o), 1) · r_o / r_t
+                     w(W) = W for persistent kernels, ceil(W) for statically scheduled grids
                      r_g = per-SM peak of the kernel's pipe (tensor dtype or FP32) = peak_g / S_g
     memory factor    F_m = BW_o(B) / BW_t(B)
                      BW_g(B) = smoothmin(η · BW_g^datasheet, min(W_g, 1) · S_g · b_sm_g)
@@ -11,8 +12,10 @@ Per kernel (origin time T_o, blocks B, blocks per SM o_g from the occupancy rule
                      u = FLOP share of T_o at the pipe's peak (GEMMs; 0 elsewhere: γ·F_m + (1−γ)·F_c)
 
 Where we differ from Habitat (Yu et al., ATC'21, and its wave_scaling/roofline.py): (1) waves are
-fractional above one wave: cuBLAS/cuDNN size persistent grids to the SM count, and the shared
-132→64-SM traces show GEMM time tracking W (not ceil W); below one wave a kernel costs one wave;
+fractional for persistent kernels (tile schedulers: cuBLAS nvjet, CUTLASS persistent/stream-K, and library
+GEMM/attention grids that fit one wave on the origin, sized to its SMs; engine.PERSISTENT_KERNELS), whose
+time on the shared 132→64-SM traces tracks W, not ceil W; statically scheduled grids pay for a partial last
+wave as Habitat does (ceil W); below one wave a kernel costs one wave;
 (2) the memory side is the *achievable* bandwidth of the SMs the kernel occupies (a kernel on a few
 SMs cannot pull the whole DRAM bandwidth), measured with benchmarks/microbench/bandwidth_vs_sms.py;
 (3) the two sides add as time shares (DRAM overlapping the FLOPs where u is known) instead of
@@ -43,7 +46,8 @@ def achievable_bandwidth_gbs(sms: float, clock_mhz: float, bandwidth_gbs: float,
     return (dram ** -SMOOTHMIN_P + sm_side ** -SMOOTHMIN_P) ** (-1.0 / SMOOTHMIN_P)
 
 
-def roofline_ns(flops, nbytes, peak_tflops, bandwidth_gbs) -> np.ndarray:
+def roofline_ns(flops: np.ndarray | float, nbytes: np.ndarray | float, peak_tflops: np.ndarray | float,
+                bandwidth_gbs: np.ndarray | float) -> np.ndarray:
     """Roofline time in ns (Williams et al., CACM 2009): the FLOPs at the pipe's peak or the bytes at the
     achievable DRAM bandwidth, whichever is longer."""
     return np.maximum(np.asarray(flops) / (np.asarray(peak_tflops) * 1e3),
@@ -57,14 +61,6 @@ def wave_factor(waves_origin: np.ndarray, waves_target: np.ndarray, persistent: 
     w_o = np.where(persistent, waves_origin, np.ceil(waves_origin - 1e-9))
     w_t = np.where(persistent, waves_target, np.ceil(waves_target - 1e-9))
     return np.maximum(w_t, 1.0) / np.maximum(w_o, 1.0)
-
-
-def roofline_gamma(intensity: np.ndarray, ridge: np.ndarray) -> np.ndarray:
-    """Habitat's γ from arithmetic intensity I and the target's ridge point R (roofline.py):
-    γ = 1 − 0.5·I/R for I ≤ R, 0.5·R/I above; γ = 1 when I is 0 (pure data movement)."""
-    i = np.nan_to_num(np.asarray(intensity, dtype=np.float64), nan=0.0)
-    r = np.maximum(ridge, 1e-9)
-    return np.where(i <= r, 1.0 - 0.5 * i / r, 0.5 * r / np.maximum(i, 1e-30))
 
 
 def combine(t_origin: np.ndarray, gamma: np.ndarray, f_mem: np.ndarray, f_comp: np.ndarray,

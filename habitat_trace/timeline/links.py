@@ -24,7 +24,6 @@ import pandas as pd
 from habitat_trace.ingest import schema as S
 
 ALL = -2  # awaited stream code: every stream (device synchronize)
-BLOCKING = {"device", "stream", "event", "blocking_copy"}
 
 
 @dataclass(frozen=True)
@@ -168,7 +167,7 @@ def blocking_calls(trace: Any) -> tuple[np.ndarray, dict[int, int]]:
     for row, call in zip(np.flatnonzero(has), launch[has]):
         own.setdefault(int(call), int(row))
     pageable = gpu[S.NAME].str.contains("-> Pageable", regex=False).to_numpy() & has
-    blocking = np.isin(kind, list(BLOCKING))
+    blocking = np.isin(kind, S.BLOCKING_SYNC_KINDS)
     blocking[launch[pageable]] = True
     return np.flatnonzero(blocking), own
 

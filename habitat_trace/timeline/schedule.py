@@ -30,7 +30,7 @@ from habitat_trace.ingest import schema as S
 
 @dataclass(frozen=True)
 class Breaks:
-    """CPU map breakpoints, one per blocking call in origin end order (see cpumap.cpu_map)."""
+    """CPU map breakpoints, one per blocking call in origin end order (see timeline.replay.cpu_map)."""
 
     window_start: np.ndarray  # origin start of the wait window (call start, after the previous break)
     end: np.ndarray  # origin end of the blocking call

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import model as M
@@ -24,7 +25,8 @@ MAX_BATCH = 2 * 1025
 MIN_T_ORIGIN_NS = 1_000  # NeuSight's fastest kernel is ~29 us; below 1 us the timing features are out of range
 
 
-def gemm_time_ratios(m, n, k, batch, dtype: str, origin: GpuSpec, target: GpuSpec, t_origin_ns) -> np.ndarray:
+def gemm_time_ratios(m: ArrayLike, n: ArrayLike, k: ArrayLike, batch: ArrayLike, dtype: str, origin: GpuSpec,
+                     target: GpuSpec, t_origin_ns: ArrayLike) -> np.ndarray:
     """Vectorized ``gemm_time_ratio``: one ratio per GEMM, NaN where out of domain."""
     m, n, k, b, t = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (m, n, k, batch, t_origin_ns)))
     o, g = M.gpu_vector(origin, dtype), M.gpu_vector(target, dtype)

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from habitat_trace.scale.cost import gemm_flops_bytes
 from habitat_trace.scale.gpu import GpuSpec
 
 WEIGHTS = Path(__file__).resolve().parent / "gemm_fp32.npz"
@@ -63,10 +65,9 @@ def gpu_vector(spec: GpuSpec, dtype: str = "fp32") -> np.ndarray:
     return np.array([spec.sms, peak, spec.memory_bandwidth_gbs, spec.tdp_w, process_nm(spec)], float)
 
 
-def gemm_cost(b, m, n, k, dtype: str = "fp32") -> tuple[np.ndarray, np.ndarray]:
+def gemm_cost(b: ArrayLike, m: ArrayLike, n: ArrayLike, k: ArrayLike, dtype: str = "fp32") -> tuple[np.ndarray, np.ndarray]:
     """FLOPs (2·B·M·N·K) and compulsory DRAM bytes (A, B and C once each) of a batched GEMM."""
-    b, m, n, k = (np.asarray(x, dtype=np.float64) for x in (b, m, n, k))
-    return 2.0 * b * m * n * k, DTYPE_BYTES[dtype] * b * (m * k + k * n + m * n)
+    return gemm_flops_bytes(b, m, n, k, DTYPE_BYTES[dtype])
 
 
 def roofline_ms(flops: np.ndarray, nbytes: np.ndarray, gpu: np.ndarray) -> np.ndarray:
@@ -82,7 +83,7 @@ def sustained_fraction(gpu: np.ndarray) -> np.ndarray:
     return np.minimum(1.0, headroom / HEADROOM_KNEE)
 
 
-def clock_fraction(gpu: np.ndarray, duration_ms) -> np.ndarray:
+def clock_fraction(gpu: np.ndarray, duration_ms: ArrayLike) -> np.ndarray:
     """Fraction of boost clock for a kernel of ``duration_ms``: boost for short kernels, the sustained fraction
     for long ones, a logistic step in log2(duration) between them."""
     octaves = np.log2(np.asarray(duration_ms, dtype=np.float64) / THROTTLE_ONSET_MS) / THROTTLE_WIDTH_OCTAVES
@@ -90,7 +91,7 @@ def clock_fraction(gpu: np.ndarray, duration_ms) -> np.ndarray:
     return 1.0 - (1.0 - sustained_fraction(gpu)) * onset
 
 
-def baseline_log2_ratio(t_origin_ms, origin: np.ndarray, target: np.ndarray) -> np.ndarray:
+def baseline_log2_ratio(t_origin_ms: ArrayLike, origin: np.ndarray, target: np.ndarray) -> np.ndarray:
     """log2 of the physics ratio: peak x clock fraction of the origin over the target's, the target's clock
     taken at the duration the peak ratio alone predicts."""
     t_o = np.asarray(t_origin_ms, dtype=np.float64)
@@ -98,7 +99,8 @@ def baseline_log2_ratio(t_origin_ms, origin: np.ndarray, target: np.ndarray) -> 
     return np.log2(po * clock_fraction(origin, t_o) / (pt * clock_fraction(target, t_o * po / pt)))
 
 
-def features(b, m, n, k, t_origin_ms, origin: np.ndarray, target: np.ndarray, dtype: str = "fp32") -> np.ndarray:
+def features(b: ArrayLike, m: ArrayLike, n: ArrayLike, k: ArrayLike, t_origin_ms: ArrayLike,
+             origin: np.ndarray, target: np.ndarray, dtype: str = "fp32") -> np.ndarray:
     """Input matrix (n, len(FEATURES)), columns in ``FEATURES`` order; ``origin``/``target`` are gpu_vectors
     (one, or one row per GEMM). No shape dims: they let the network memorize pair-specific kernel choices that
     do not carry to an unseen GPU (leave-one-GPU-out 20% with them, 17% without; learned_logo.md)."""
@@ -148,13 +150,15 @@ def load(path: Path = WEIGHTS) -> Ensemble:
         return Ensemble(z["mean"], z["std"], members, str(z["meta"]))
 
 
-def predict_target_ms(b, m, n, k, t_origin_ms, origin: np.ndarray, target: np.ndarray, dtype: str = "fp32",
+def predict_target_ms(b: ArrayLike, m: ArrayLike, n: ArrayLike, k: ArrayLike, t_origin_ms: ArrayLike,
+                      origin: np.ndarray, target: np.ndarray, dtype: str = "fp32",
                       model: Ensemble | None = None) -> np.ndarray:
     """Predicted time on the target in ms: t_origin x 2^(physics baseline + learned correction), never below
     the target's roofline."""
     model = model or load()
     x = features(b, m, n, k, t_origin_ms, origin, target, dtype)
-    flops, nbytes = gemm_cost(*np.broadcast_arrays(b, m, n, k), dtype)
+    bb, mm, nn, kk = np.broadcast_arrays(b, m, n, k)
+    flops, nbytes = gemm_cost(bb, mm, nn, kk, dtype)
     t_o = np.broadcast_to(np.asarray(t_origin_ms, dtype=np.float64), flops.shape)
     o = np.broadcast_to(np.asarray(origin, dtype=np.float64), flops.shape + (len(GPU_FIELDS),))
     t = np.broadcast_to(np.asarray(target, dtype=np.float64), flops.shape + (len(GPU_FIELDS),))

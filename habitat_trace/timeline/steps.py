@@ -1,5 +1,5 @@
 """Per-step figures of a trace, on the origin or a replayed target: CPU step time, GPU busy time (union of the
-step's GPU events) and GPU span; ``describe`` is the one-line summary of a scaled trace.
+step's GPU events) and GPU span.
 
 A GPU event belongs to the step whose ProfilerStep span contains its launch (see ingest.linking).
 These are the figures ``inspect`` prints and ``validate``/the accuracy benchmark compare.
@@ -7,15 +7,13 @@ These are the figures ``inspect`` prints and ``validate``/the accuracy benchmark
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from habitat_trace.analysis.intervals import union_length
+from habitat_trace.timeline.intervals import union_length
 from habitat_trace.ingest import schema as S
-from habitat_trace.scale.prediction import Prediction
 from habitat_trace.timeline.replay import Timeline
 
 
@@ -67,9 +65,3 @@ def step_means_ms(trace: Any, timeline: Timeline | None) -> tuple[float, float]:
     fig = step_figures(trace.steps, trace.gpu) if timeline is None else replayed_step_figures(trace, timeline)
     return fig.mean_ms("gpu_busy_ns"), fig.mean_ms("gpu_span_ns")
 
-
-def describe(trace: Any, timeline: Timeline, prediction: Prediction, path: Path) -> str:
-    busy0, span0 = step_means_ms(trace, None)
-    busy, span = step_means_ms(trace, timeline)
-    return (f"{prediction.origin.name} -> {prediction.target.name}: step GPU busy {busy0:.3f} -> {busy:.3f} ms, "
-            f"span {span0:.3f} -> {span:.3f} ms; wrote {path}")
