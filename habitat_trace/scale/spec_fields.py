@@ -85,7 +85,7 @@ def check_value(key: str, value: object, kind: str, at: str) -> object:
         raise SpecError(f"{at}.{key} must be {kind}, got {value!r} ({type(value).__name__}){hint}")
     if kind in (INT, NUM) and key not in ZERO_OK and value <= 0:  # type: ignore[operator]
         raise SpecError(f"{at}.{key} must be > 0, got {value!r}")
-    if kind == INT_LIST and any(x < 0 for x in value):  # type: ignore[attr-defined, union-attr]
+    if kind == INT_LIST and any(x < 0 for x in value):  # type: ignore[attr-defined]
         raise SpecError(f"{at}.{key} must not hold negative numbers, got {value!r}")
     if kind == NUM:
         return float(value)  # type: ignore[arg-type]
