@@ -7,6 +7,14 @@ workload on the target.
 Pairs: H100 -> H200 and H200 -> H100 (cross-GPU; compare GPU time only, the hosts differ), and
 132 -> 64 SMs on each host (SM-scaled, same host; via benchmarks/specs_sm_limited.toml).
 Writes accuracy.csv and accuracy.md; prints the table and the mean |error| per category.
+
+Iteration time (issue 16): the prediction `compare` reports (pipeline.iteration_figures on the replayed target,
+profiler overhead removed) against the target's measured iteration *without* the profiler: ground_truth.csv's
+`median_ms` (synced iterations) and `steady_wall_ms` (back-to-back), two measurements of one loop; a prediction
+between them is exact, else its error is the distance to the nearer one over their mean (`judged_error`). The
+speed-up (origin iteration / target iteration) is judged the same way against median/median and steady/steady;
+the origin row is the origin's own predicted iteration against its measurement. Launch-bound pairs: the target's
+measured kernel time is under LAUNCH_BOUND_KERNEL_SHARE of its measured iteration.
 """
 from __future__ import annotations
 
@@ -74,7 +82,7 @@ def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[st
     for dataset, folder in datasets(shared):
         if only_sets and dataset not in only_sets:
             continue
-        cache: dict[str, object] = {}
+        cache: dict[object, object] = {}
         for category, o, m in pairs(folder):
             if only_categories and category not in only_categories:
                 continue
@@ -83,6 +91,8 @@ def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[st
             origin = catalog.for_device(trace.device_name)
             target = catalog.resolve(target_name(m))
             scaled = pipeline.scale(trace, origin, target)
+            same = cache.get(("identity", o["trace"])) or cache.setdefault(("identity", o["trace"]),
+                                                                           pipeline.scale(trace, origin, origin))
             pred = scaled.prediction
             got = predicted_figures(scaled)
             want = step_figures(measured.steps, measured.gpu).table
@@ -96,6 +106,8 @@ def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[st
                    "measured_cpu_step_ms": want.cpu_ns.mean() / 1e6, "predicted_cpu_step_ms": got.cpu_ns.mean() / 1e6,
                    "origin_bound": _bound(base), "measured_bound": _bound(want), "predicted_bound": _bound(got)}
             row.update(_class_times(trace, pred, measured))
+            row.update(iteration_columns(pipeline.iteration_figures(trace, same.timeline)[0],
+                                         pipeline.iteration_figures(trace, scaled.timeline)[0], o, m))
             row["busy_error_pct"] = 100 * (row["predicted_busy_ms"] / row["measured_busy_ms"] - 1)
             row["identity_error_pct"] = 100 * (row["origin_busy_ms"] / row["measured_busy_ms"] - 1)
             row["span_error_pct"] = 100 * (row["predicted_span_ms"] / row["measured_span_ms"] - 1)
@@ -132,6 +144,30 @@ def by_class(rows: list[dict]) -> str:
 
 
 LAUNCH_BOUND_BUSY_FRACTION = 0.5  # a step whose GPU is busy less than half its span is launch-bound
+LAUNCH_BOUND_KERNEL_SHARE = 0.7  # issue 16: a pair is launch-bound when kernels fill < 70% of the real iteration
+
+
+def judged_error(pred: float, a: float, b: float) -> float:
+    """Signed % error of ``pred`` against two measurements of one quantity: 0 between them, else the distance
+    to the nearer one over their mean."""
+    lo, hi = min(a, b), max(a, b)
+    if lo <= pred <= hi:
+        return 0.0
+    return 100 * (pred - (lo if pred < lo else hi)) / ((a + b) / 2)
+
+
+def iteration_columns(origin_iter: float, target_iter: float, o: dict, m: dict) -> dict:
+    """The iteration-time, speed-up and origin-row errors of one pair (module doc)."""
+    om, os_, tm, ts = (float(o["median_ms"]), float(o["steady_wall_ms"]), float(m["median_ms"]),
+                       float(m["steady_wall_ms"]))
+    measured_iter = (tm + ts) / 2
+    return {"predicted_iteration_ms": target_iter, "measured_median_ms": tm, "measured_steady_ms": ts,
+            "iteration_error_pct": judged_error(target_iter, tm, ts),
+            "origin_predicted_iteration_ms": origin_iter,
+            "origin_error_pct": judged_error(origin_iter, om, os_),
+            "predicted_speedup": origin_iter / target_iter,
+            "speedup_error_pct": judged_error(origin_iter / target_iter, om / tm, os_ / ts),
+            "launch_bound": float(m["trace_kernel_ms"]) < LAUNCH_BOUND_KERNEL_SHARE * measured_iter}
 
 
 def _bound(fig) -> str:
@@ -141,13 +177,16 @@ def _bound(fig) -> str:
 
 def markdown(rows: list[dict]) -> str:
     out = ["| set | category | workload | origin → target | measured busy ms | predicted | error | identity error |"
-           " measured span ms | predicted span | span error |",
-           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+           " measured span ms | predicted span | span error | measured iteration ms (median, steady) |"
+           " predicted iteration | iteration error | speed-up error |",
+           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         out.append(f"| {r['dataset']} | {r['category']} | {r['workload']} | {r['origin']} → {r['target']} | "
                    f"{r['measured_busy_ms']:.2f} | {r['predicted_busy_ms']:.2f} | {r['busy_error_pct']:+.1f}% | "
                    f"{r['identity_error_pct']:+.1f}% | {r['measured_span_ms']:.2f} | {r['predicted_span_ms']:.2f} | "
-                   f"{r['span_error_pct']:+.1f}% |")
+                   f"{r['span_error_pct']:+.1f}% | {r['measured_median_ms']:.2f}, {r['measured_steady_ms']:.2f} | "
+                   f"{r['predicted_iteration_ms']:.2f} | {r['iteration_error_pct']:+.1f}% | "
+                   f"{r['speedup_error_pct']:+.1f}% |")
     out.append("")
     return summary(rows) + "\n" + by_class(rows) + "\n" + "\n".join(out) + "\n"
 
@@ -164,6 +203,25 @@ def summary(rows: list[dict]) -> str:
         sp = [abs(r["span_error_pct"]) for r in sel]
         out.append(f"| {ds} | {cat} | {len(sel)} | {sum(b) / len(b):.1f}% | {max(b):.1f}% | {sum(i) / len(i):.1f}% |"
                    f" {sum(sp) / len(sp):.1f}% |")
+    return "\n".join(out) + "\n" + "\n" + iteration_summary(rows)
+
+
+def _mean_abs(rows: list[dict], key: str) -> str:
+    v = [abs(r[key]) for r in rows]
+    return f"{sum(v) / len(v):.1f}%" if v else "-"
+
+
+def iteration_summary(rows: list[dict]) -> str:
+    """Issue 16's figures: iteration time against the real (un-profiled) loop, speed-up, origin row."""
+    out = ["| set | category | pairs | launch-bound | mean abs iteration error | on launch-bound pairs |"
+           " mean abs speed-up error | mean abs origin-row error |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    keys = sorted({(r["dataset"], r["category"]) for r in rows}) + [("all", "all")]
+    for ds, cat in keys:
+        sel = [r for r in rows if ds in ("all", r["dataset"]) and cat in ("all", r["category"])]
+        lb = [r for r in sel if r["launch_bound"]]
+        out.append(f"| {ds} | {cat} | {len(sel)} | {len(lb)} | {_mean_abs(sel, 'iteration_error_pct')} | "
+                   f"{_mean_abs(lb, 'iteration_error_pct')} | {_mean_abs(sel, 'speedup_error_pct')} | "
+                   f"{_mean_abs(sel, 'origin_error_pct')} |")
     return "\n".join(out) + "\n"
 
 

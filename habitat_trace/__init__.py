@@ -16,6 +16,7 @@ _LAZY = {  # public name -> module that defines it
     "Trace": "habitat_trace.api",
     "compare": "habitat_trace.analysis.compare",
     "tensorboard_trace_handler": "habitat_trace.hook",
+    "schedule": "habitat_trace.hook",
 }
 __all__ = ["__version__", *_LAZY]
 

@@ -5,21 +5,78 @@ trace per target GPU as worker ``<worker>@<GPU>``, so ``tensorboard --logdir dir
 It runs inside the training loop, so a trace that cannot be scaled (CPU-only, origin GPU not in the
 catalog) never raises: the original is written and one warning says why nothing was scaled. Unknown
 target names fail when the handler is made, before training starts.
+
+``schedule(wait=, warmup=, active=)`` is ``torch.profiler.schedule`` that also notes the wall time at every step
+boundary; with it, the handler writes the un-profiled steps' times (the ``wait`` steps, which the profiler does
+not record) into the trace as ``habitat_unprofiled_step_ns``, and every prediction takes the origin's real
+iteration from there instead of estimating the profiler's overhead (pipeline.py).
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import socket
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from habitat_trace.errors import HabitatTraceError
 
+if TYPE_CHECKING:
+    from torch.profiler import ProfilerAction
+
 log = logging.getLogger(__name__)
 TRACE_SUFFIX = ".pt.trace.json.gz"  # torch-tb-profiler's worker pattern: <worker>[.<span>].pt.trace.json[.gz]
+UNPROFILED_KEY = "habitat_unprofiled_step_ns"  # top-level trace key (pipeline.measured_step_ns reads it)
+
+
+class TimedSchedule:
+    """A ``torch.profiler.schedule`` (same arguments) that notes ``time.perf_counter_ns()`` each time the profiler
+    asks it for a step's action: at construction for step 0, then in every ``prof.step()``, i.e. at the step
+    boundaries. A step k the profiler did not record (action NONE), after a step it did not record either (no
+    profiler start or stop inside it), is an un-profiled step: its time is mark(k + 1) - mark(k)."""
+
+    def __init__(self, *, wait: int, warmup: int, active: int, repeat: int = 0, skip_first: int = 0) -> None:
+        from torch.profiler import schedule as torch_schedule
+
+        self._inner = torch_schedule(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
+        self.marks: dict[int, tuple[int, bool]] = {}  # step -> (ns, recorded)
+
+    def __call__(self, step: int) -> "ProfilerAction":
+        from torch.profiler import ProfilerAction
+
+        action = self._inner(step)
+        self.marks[step] = (time.perf_counter_ns(), action != ProfilerAction.NONE)
+        steps = self.unprofiled_steps_ns()
+        if steps and action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
+            # into the trace being recorded (torch.profiler.profile.add_metadata_json calls this; after the
+            # profiler stopped, as in on_trace_ready, it would be too late)
+            import torch
+
+            torch.autograd._add_metadata_json(UNPROFILED_KEY, json.dumps(steps))
+        return action
+
+    def unprofiled_steps_ns(self) -> list[int]:
+        """Wall times of the un-profiled steps seen so far (see the class doc), in step order."""
+        out = []
+        for k in sorted(self.marks):
+            if k - 1 in self.marks and k + 1 in self.marks and not self.marks[k - 1][1] and not self.marks[k][1]:
+                out.append(self.marks[k + 1][0] - self.marks[k][0])
+        return out
+
+
+def schedule(*, wait: int = 3, warmup: int = 1, active: int = 2, repeat: int = 1, skip_first: int = 0) -> TimedSchedule:
+    """``torch.profiler.schedule`` that also times the ``wait`` steps (at least 2 are needed: the first one's time
+    includes the loop's start), so the trace can carry the real, un-profiled step time.
+
+    >>> import habitat_trace
+    >>> s = habitat_trace.schedule(wait=3, warmup=1, active=2)
+    >>> str(s(0)), str(s(3)), str(s(4))
+    ('ProfilerAction.NONE', 'ProfilerAction.WARMUP', 'ProfilerAction.RECORD')
+    """
+    return TimedSchedule(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
 
 
 def worker_tag(gpu: str) -> str:

@@ -1,8 +1,9 @@
 """``replay(trace, prediction) -> Timeline``: new int64 ns times for every timed event of the trace.
 
 GPU events are laid out by schedule.py. Every CPU-side time (ops, runtime calls, python functions,
-ProfilerStep spans, memory instants, flows on CPU threads, cuda_sync records) goes through one
-monotone CPU map: the shift accumulated at the blocking calls before it (shared by all threads: the
+ProfilerStep spans, memory instants, flows on CPU threads, cuda_sync records) is read on the target host's
+clock (cpuclock.CpuClock: profiler overhead removed, what-if host speed; the identity by default) and then
+goes through one monotone CPU map: the shift accumulated at the blocking calls before it (shared by all threads: the
 autograd and other threads move with the main thread's shift at the same moment, the simplest rule
 that keeps causality for threads started or joined by the main thread), squeezed inside a wait window
 (min(t + shift, the wait's new end)). A monotone map keeps every thread's order and nesting: an op
@@ -16,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from habitat_trace.timeline.schedule import Breaks, schedule
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest import tables
 from habitat_trace.scale.prediction import Prediction
+from habitat_trace.timeline.cpuclock import CpuClock
+from habitat_trace.timeline.schedule import Breaks, schedule
 
 NO_TIME = tables.NO_TIME  # the event has no ts (metadata, non-dict) or no dur (not an X event)
 
@@ -55,17 +57,19 @@ def cpu_map(t: np.ndarray, breaks: Breaks) -> np.ndarray:
     return out
 
 
-def replay(trace: Any, prediction: Prediction) -> Timeline:
+def replay(trace: Any, prediction: Prediction, clock: CpuClock | None = None) -> Timeline:
+    """The target timeline; CPU times run on ``clock`` (the target host's, cpuclock.py; None: the origin's)."""
+    clock = clock or CpuClock.identity()
     dur_new = np.asarray(prediction.dur_ns, dtype=np.int64)
-    start, breaks = schedule(trace, dur_new)
+    start, breaks = schedule(trace, dur_new, clock)
     end = start + dur_new
     old_ts, old_dur = trace.event_ts_ns, trace.event_dur_ns
     timed = old_ts != NO_TIME
     has_dur = old_dur != NO_TIME
     ts = np.full(len(old_ts), NO_TIME, dtype=np.int64)
     dur = np.full(len(old_ts), NO_TIME, dtype=np.int64)
-    ts[timed] = cpu_map(old_ts[timed], breaks)
-    dur[has_dur] = cpu_map(old_ts[has_dur] + old_dur[has_dur], breaks) - ts[has_dur]
+    ts[timed] = cpu_map(clock(old_ts[timed]), breaks)
+    dur[has_dur] = cpu_map(clock(old_ts[has_dur] + old_dur[has_dur]), breaks) - ts[has_dur]
     ev = trace.gpu[S.EVENT].to_numpy()
     ts[ev], dur[ev] = start, dur_new
     _annotations(trace, start, end, ts, dur)

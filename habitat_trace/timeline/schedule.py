@@ -14,6 +14,8 @@ A GPU event starts at the latest of (issue 4):
   honoured that dependency; a kernel without a launch and without a predecessor keeps its start.
 A blocking call (links.blocking_calls) ends at max(start + its pure CPU time, awaited GPU end + the
 origin's return latency); the CPU clock shift this creates is a breakpoint of the CPU map (replay.cpu_map).
+CPU times (launch and blocking calls) are first read on the target host's clock (cpuclock.CpuClock: without the
+profiler's overhead, at a what-if host speed); what the GPU did and how long a call waited on it stay origin facts.
 """
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from habitat_trace.timeline import links
 from habitat_trace.ingest import schema as S
+from habitat_trace.timeline import links
+from habitat_trace.timeline.cpuclock import CpuClock
 
 
 @dataclass(frozen=True)
@@ -88,8 +91,9 @@ def _previous_on_stream(code: np.ndarray, order: np.ndarray) -> np.ndarray:
     return prev
 
 
-def schedule(trace: Any, dur_new: np.ndarray) -> tuple[np.ndarray, Breaks]:
-    """New start (ns) of every GPU row and the CPU breakpoints."""
+def schedule(trace: Any, dur_new: np.ndarray, clock: CpuClock | None = None) -> tuple[np.ndarray, Breaks]:
+    """New start (ns) of every GPU row and the CPU breakpoints (on ``clock``'s time: CpuClock.identity() when
+    None)."""
     gpu, calls = trace.gpu, trace.calls
     code, codes = links.stream_codes(gpu)
     ts = gpu[S.TS].to_numpy()
@@ -107,7 +111,7 @@ def schedule(trace: Any, dur_new: np.ndarray) -> tuple[np.ndarray, Breaks]:
     launch = gpu[S.LAUNCH].to_numpy()
     lend = np.where(launch >= 0, calls[S.END].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
     dep_gap = np.where((dep_end > np.iinfo(np.int64).min) & ((launch < 0) | (lend <= dep_end)), ts - dep_end, 0)
-    return _run(trace, dur_new, code, order, lat, gap, dep_gap, waits, deps)
+    return _run(trace, dur_new, code, order, lat, gap, dep_gap, waits, deps, clock or CpuClock.identity())
 
 
 def _dependencies(trace: Any, linker: links.Linker) -> dict[int, list[int]]:
@@ -125,13 +129,18 @@ class _Pass:
     """State of the one pass: new GPU times so far, per-stream progress, and the CPU breakpoints."""
 
     def __init__(self, trace: Any, dur_new: np.ndarray, code: np.ndarray, lat: np.ndarray, gap: np.ndarray,
-                 dep_gap: np.ndarray, deps: dict[int, list[int]]) -> None:
+                 dep_gap: np.ndarray, deps: dict[int, list[int]], clock: CpuClock) -> None:
         gpu, calls = trace.gpu, trace.calls
         self.ts, self.end = gpu[S.TS].tolist(), gpu[S.END].tolist()
         self.launch, self.lat, self.gap = gpu[S.LAUNCH].tolist(), lat.tolist(), gap.tolist()
         self.dep_gap, self.deps = dep_gap.tolist(), deps
         self.code, self.dur = code.tolist(), np.asarray(dur_new, dtype=np.int64).tolist()
-        self.call_ts, self.call_end = calls[S.TS].tolist(), calls[S.END].tolist()
+        self.call_ts0, self.call_end0 = calls[S.TS].tolist(), calls[S.END].tolist()  # origin
+        if clock.is_identity:
+            self.call_ts, self.call_end = self.call_ts0, self.call_end0
+        else:  # on the target host's clock
+            self.call_ts = clock(calls[S.TS].to_numpy()).tolist()
+            self.call_end = clock(calls[S.END].to_numpy()).tolist()
         self.by_end = sorted(range(len(self.ts)), key=lambda r: (self.end[r], r))
         self.done_i = 0
         self.start: list[int | None] = [None] * len(self.ts)
@@ -183,8 +192,9 @@ class _Pass:
 
     def wait(self, w: links.SyncWait) -> None:
         """New end of blocking call ``w``: a new CPU map breakpoint."""
-        ts, te = self.call_ts[w.call], self.call_end[w.call]
-        self._advance(te)
+        ts, te = self.call_ts[w.call], self.call_end[w.call]  # host clock
+        ts0, te0 = self.call_ts0[w.call], self.call_end0[w.call]  # origin: what the GPU had done by then
+        self._advance(te0)
         ws = max(ts, self.b_te[-1]) if self.b_te else ts
         shift = self.b_shift[-1] if self.b_shift else 0
         new_start = ts + shift
@@ -192,8 +202,8 @@ class _Pass:
         awaited = self._awaited(w)
         if awaited is not None:
             aw_new, aw_old = awaited
-            wait_old = min(max(aw_old - ts, 0), te - ts)
-            end = max(new_start + (te - ts) - wait_old, aw_new + te - max(ts, aw_old))
+            wait_old = min(max(aw_old - ts0, 0), te0 - ts0)
+            end = max(new_start + max((te - ts) - wait_old, 0), aw_new + te0 - max(ts0, aw_old))
         end = max(end, ws + shift)  # overlapping waits (two threads): keep the CPU map monotone
         self.b_ws.append(ws)
         self.b_te.append(te)
@@ -206,14 +216,15 @@ class _Pass:
 
 
 def _run(trace: Any, dur_new: np.ndarray, code: np.ndarray, order: np.ndarray, lat: np.ndarray, gap: np.ndarray,
-         dep_gap: np.ndarray, waits: list[links.SyncWait], deps: dict[int, list[int]]) -> tuple[np.ndarray, Breaks]:
+         dep_gap: np.ndarray, waits: list[links.SyncWait], deps: dict[int, list[int]],
+         clock: CpuClock) -> tuple[np.ndarray, Breaks]:
     """GPU rows in origin start order; a wait is applied before the first GPU row that starts after
     it ends (on equal times the GPU row first: the wait may have awaited it)."""
-    run = _Pass(trace, dur_new, code, lat, gap, dep_gap, deps)
-    waits = sorted(waits, key=lambda w: (run.call_end[w.call], w.call))
+    run = _Pass(trace, dur_new, code, lat, gap, dep_gap, deps, clock)
+    waits = sorted(waits, key=lambda w: (run.call_end0[w.call], w.call))
     w_i = 0
     for r in order.tolist():
-        while w_i < len(waits) and run.call_end[waits[w_i].call] < run.ts[r]:
+        while w_i < len(waits) and run.call_end0[waits[w_i].call] < run.ts[r]:
             run.wait(waits[w_i])
             w_i += 1
         run.place(r)
