@@ -79,6 +79,8 @@ def _png_chunk(kind: bytes, data: bytes) -> bytes:
 
 
 def _write_figure(png: Path, dest: Path, table: str) -> None:
+    if figure_hash(dest) == table_hash(table):
+        return  # drawn from this very table already: keep the file (no churn in git)
     data = png.read_bytes()
     end = data.rindex(b"IEND") - 4  # the IEND chunk starts with its 4-byte length
     text = _png_chunk(b"tEXt", PNG_KEY.encode() + b"\0" + table_hash(table).encode())
@@ -140,7 +142,8 @@ def _step_cells(category: str | None) -> Callable[[], tuple[str, str, str, str]]
     def cells() -> tuple[str, str, str, str]:
         rows = [r for r in accuracy_rows() if category in (None, r["category"])]
         busy = [r["busy_error_pct"] for r in rows]
-        return (f"{len(rows)} pairs", f"{_mean_abs(busy):.1f}%", f"{max(map(abs, busy)):.1f}%",
+        workloads = len({(r["dataset"], r["workload"]) for r in rows})
+        return (f"{len(rows)} pairs, {workloads} workloads", f"{_mean_abs(busy):.1f}%", f"{max(map(abs, busy)):.1f}%",
                 f"{_mean_abs([r['identity_error_pct'] for r in rows]):.1f}%")
     return cells
 
