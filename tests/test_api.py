@@ -1,10 +1,9 @@
-"""Python API: load/scale/kernels/ops/summary/write, the docstring examples, README's Python snippets, compare."""
+"""Python API: load/scale/kernels/ops/summary/write, the docstring examples, compare (README snippets: test_readme.py)."""
 from __future__ import annotations
 
 import doctest
 import gzip
 import importlib.util
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,20 +27,6 @@ def trace() -> api.Trace:
 @pytest.fixture(scope="module")
 def a100(trace: api.Trace) -> api.Trace:
     return trace.scale(to="A100")
-
-
-def readme_block(section: str, index: int = 0) -> str:
-    """The ``index``-th ```python block of README section ``## <section>``."""
-    text = (ROOT / "README.md").read_text()
-    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", body, re.S)[index]
-
-
-def in_repo_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run from ``tmp_path`` with ``tests/data`` visible there, so README snippets write nothing in the repo."""
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "data").symlink_to(MLP_FIXTURE.parent)
-    monkeypatch.chdir(tmp_path)
 
 
 def test_import_is_cheap() -> None:
@@ -117,21 +102,7 @@ def test_write_original_unchanged(trace: api.Trace, tmp_path: Path) -> None:
         trace.write(MLP_FIXTURE)
 
 
-def test_readme_python_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    in_repo_copy(tmp_path, monkeypatch)
-    exec(compile(readme_block("Use it from Python"), "README.md", "exec"), {})
-    out = tmp_path / "mlp.a100.pt.trace.json.gz"
-    assert habitat_trace.load(out).gpu == "A100 SXM4 80GB"  # deviceProperties name the target
-    assert_perfetto_ok(out, MLP_FIXTURE)
-
-
 def test_compare_entry_point() -> None:
     frame = habitat_trace.compare(str(MLP_FIXTURE), to=["A100", "L4"])
     assert isinstance(frame, pd.DataFrame) and len(frame) >= 2
     assert habitat_trace.compare is habitat_trace.analysis.compare.compare
-
-
-def test_readme_compare_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    in_repo_copy(tmp_path, monkeypatch)
-    exec(compile(readme_block("Use it from Python", 1), "README.md", "exec"), {})
-

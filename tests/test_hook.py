@@ -1,5 +1,5 @@
 """Profiler hook: a real CPU-only torch.profiler run (original written, one warning), the scaling path with a
-recorded H100 trace (one worker per target, loaded by torch-tb-profiler as one run), README's viewer snippets."""
+recorded H100 trace (one worker per target, loaded by torch-tb-profiler as one run). README/docs snippets: test_readme.py."""
 from __future__ import annotations
 
 import gzip
@@ -17,7 +17,6 @@ import habitat_trace
 from habitat_trace.errors import SpecError
 from habitat_trace.hook import worker_tag
 from tests.conftest import MLP_FIXTURE, assert_perfetto_ok, viewer
-from tests.test_api import in_repo_copy, readme_block
 
 STAMPED = re.compile(r"^(?P<worker>.+)\.(?P<ts>\d+)\.pt\.trace\.json\.gz$")
 
@@ -126,24 +125,3 @@ def test_tb_profiler_loads_one_run_with_a_worker_per_gpu(tmp_path: Path) -> None
     for worker in run.workers:
         profile = run.get_profile(worker, "1")
         assert consts.KERNEL_VIEW in profile.views and consts.TRACE_VIEW in profile.views, worker
-
-
-def test_readme_hook_snippet_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("this test pins the CPU path")
-    in_repo_copy(tmp_path, monkeypatch)
-    exec(compile(readme_block("Use it from Python", 2), "README.md", "exec"), {})
-    [original] = (tmp_path / "runs" / "mlp").iterdir()  # no CUDA: no scaled copies
-    assert STAMPED.match(original.name)
-
-
-def test_readme_hta_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    viewer("hta", "HolisticTraceAnalysis")
-    from habitat_trace.cli import main
-
-    in_repo_copy(tmp_path, monkeypatch)
-    main(["scale", "tests/data/mlp_b32_fp32.pt.trace.json.gz", "--to", "A100", "-o", "a100.pt.trace.json.gz"])
-    assert_perfetto_ok(tmp_path / "a100.pt.trace.json.gz", MLP_FIXTURE)
-    exec(compile(readme_block("See it in TensorBoard / Perfetto"), "README.md", "exec"), {})
-    assert "compute_time" in capsys.readouterr().out

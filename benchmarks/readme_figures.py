@@ -1,0 +1,243 @@
+"""Regenerate the README's (and docs/accuracy.md's) example outputs, so they cannot go stale.
+
+    python benchmarks/readme_figures.py            # rewrite every generated section (and docs/compare.png)
+    python benchmarks/readme_figures.py --check    # exit 1 and name the stale sections; write nothing
+
+A generated section sits between ``<!-- generated: NAME ... -->`` and ``<!-- end -->`` in a Markdown file; its
+body is exactly ``SECTIONS[NAME].render()``. Sections that need ``../shared`` (the compare table on the shared
+GPT-2 trace, and the figure drawn from the same run) are left as they are when it is absent. tests/test_readme.py
+fails when a section differs from what this script would write.
+
+To add a row to the README's accuracy table, add one ``AccuracyRow`` to ``ACCURACY_ROWS``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+SHARED = Path(os.environ.get("HABITAT_SHARED", ROOT.parent / "shared"))
+DOCS = (ROOT / "README.md", ROOT / "docs" / "accuracy.md")  # files that hold generated sections
+FIGURE = ROOT / "docs" / "compare.png"
+
+MARKER = re.compile(r"(<!-- generated: (?P<name>[\w-]+)[^>]*-->\n)(?P<body>.*?)(<!-- end -->)", re.S)
+
+# The compare example: the shared H100 GPT-2 trace (bf16 AMP, batch 8 x 1024 tokens, 2 profiled steps)
+COMPARE_TRACE = "../shared/data/traces/h100-sxm/gpt2_b8_s1024_amp.pt.trace.json.gz"
+COMPARE_TO = "H100,H200,A100,L4,T4,B200"
+PNG_KEY = "habitat-trace-table-sha256"  # tEXt chunk of docs/compare.png: the table text it was drawn with
+
+
+def _shared_path(arg: str) -> str:
+    return str(SHARED / arg.removeprefix("../shared/")) if arg.startswith("../shared/") else arg
+
+
+def run_cli(args: list[str], cwd: Path | None = None) -> str:
+    """``habitat-trace ARGS`` in a fresh interpreter importing this checkout; stdout, trailing blanks removed."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "habitat_trace", *map(_shared_path, args)], cwd=cwd, env=env,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"habitat-trace {' '.join(args)} exited {out.returncode}: {out.stderr.strip()}")
+    return "\n".join(line.rstrip() for line in out.stdout.strip("\n").splitlines()) + "\n"
+
+
+def compare_args(plot: str = "compare.png") -> list[str]:
+    return ["compare", COMPARE_TRACE, "--to", COMPARE_TO, "--plot", plot]
+
+
+def compare_section(plot_to: Path | None = None) -> str:
+    """The command (as the README shows it, writing compare.png in the working directory) and its output."""
+    with tempfile.TemporaryDirectory() as tmp:
+        table = run_cli(compare_args(), cwd=Path(tmp))
+        if plot_to is not None:
+            _write_figure(Path(tmp) / "compare.png", plot_to, table)
+    return f"```bash\nhabitat-trace {' '.join(compare_args())}\n```\n\n```text\n{table}```\n"
+
+
+# --- docs/compare.png carries the hash of the table it was drawn with -------------------------------------------
+
+def table_hash(section: str) -> str:
+    return hashlib.sha256(section.encode()).hexdigest()
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    # PNG chunk layout: length, type, data, CRC-32 over type + data (PNG spec, ISO/IEC 15948 §5.3)
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _write_figure(png: Path, dest: Path, table: str) -> None:
+    if figure_hash(dest) == table_hash(table):
+        return  # drawn from this very table already: keep the file (no churn in git)
+    data = png.read_bytes()
+    end = data.rindex(b"IEND") - 4  # the IEND chunk starts with its 4-byte length
+    text = _png_chunk(b"tEXt", PNG_KEY.encode() + b"\0" + table_hash(table).encode())
+    dest.write_bytes(data[:end] + text + data[end:])
+
+
+def figure_hash(png: Path) -> str | None:
+    """The table hash stored in a PNG written by this script; None when it has none."""
+    data = png.read_bytes() if png.exists() else b""
+    key = PNG_KEY.encode() + b"\0"
+    at = data.find(key)
+    return data[at + len(key):at + len(key) + 64].decode() if at >= 0 else None
+
+
+def compare_table_text(section: str) -> str:
+    """The ```text body of a compare section (what the figure's hash covers)."""
+    return section.split("```text\n", 1)[1].rsplit("```", 1)[0]
+
+
+# --- accuracy tables from benchmarks/results/*.csv ------------------------------------------------------------
+
+def accuracy_rows() -> list[dict]:
+    """benchmarks/results/accuracy.csv (written by benchmarks/accuracy.py), numbers as floats."""
+    out = []
+    for row in csv.DictReader((RESULTS / "accuracy.csv").open()):
+        rec: dict = {}
+        for k, v in row.items():
+            if v == "":
+                continue  # a kernel class absent from this pair
+            try:
+                rec[k] = float(v)
+            except ValueError:
+                rec[k] = v
+        out.append(rec)
+    return out
+
+
+def _accuracy_module():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import accuracy  # benchmarks/accuracy.py: the tables of accuracy.md
+
+    return accuracy
+
+
+def _mean_abs(values: list[float]) -> float:
+    return sum(abs(v) for v in values) / len(values)
+
+
+@dataclass(frozen=True)
+class AccuracyRow:
+    """One row of the README's accuracy table: a measured prediction task and where its details are."""
+    task: str
+    gpus: str
+    cells: Callable[[], tuple[str, str, str, str]]  # pairs or kernels, mean error, worst/p90, no-change baseline
+    details: str  # a Markdown link
+
+
+def _step_cells(category: str | None) -> Callable[[], tuple[str, str, str, str]]:
+    def cells() -> tuple[str, str, str, str]:
+        rows = [r for r in accuracy_rows() if category in (None, r["category"])]
+        busy = [r["busy_error_pct"] for r in rows]
+        workloads = len({(r["dataset"], r["workload"]) for r in rows})
+        return (f"{len(rows)} pairs, {workloads} workloads", f"{_mean_abs(busy):.1f}%", f"{max(map(abs, busy)):.1f}%",
+                f"{_mean_abs([r['identity_error_pct'] for r in rows]):.1f}%")
+    return cells
+
+
+def _logo_cells() -> tuple[str, str, str, str]:
+    rows = {(r["target"], r["method"]): r for r in csv.DictReader((RESULTS / "learned_logo.csv").open())}
+    mlp, wave = rows[("all", "mlp")], rows[("all", "wave")]
+    return (f"{int(mlp['n']):,} predictions", f"{100 * float(mlp['median']):.1f}% (median)",
+            f"{100 * float(mlp['p90']):.1f}% (p90)", f"{100 * float(wave['median']):.1f}% (wave law)")
+
+
+ACC = "docs/accuracy.md"
+ACCURACY_ROWS = [
+    AccuracyRow("step GPU time, another GPU (H100 ↔ H200)", "H100 SXM, H200", _step_cells("cross-GPU"),
+                f"[cross-GPU]({ACC}#what-was-measured)"),
+    AccuracyRow("step GPU time, fewer SMs on the same GPU (132 → 100/64/48)", "H100 SXM, H200",
+                _step_cells("SM-scaled"), f"[SM-scaled]({ACC}#what-was-measured)"),
+    AccuracyRow("step GPU time, another GPU with fewer SMs", "H100 SXM, H200", _step_cells("both"),
+                f"[both]({ACC}#what-was-measured)"),
+    AccuracyRow("step GPU time, all of the above", "H100 SXM, H200", _step_cells(None),
+                "[per pair](benchmarks/results/accuracy.md)"),
+    AccuracyRow("FP32 GEMM kernel time on an unseen GPU (learned model)", "P100, P4, V100, T4, A100 PCIe",
+                _logo_cells, "[docs/learned.md](docs/learned.md)"),
+]
+
+
+def accuracy_summary() -> str:
+    out = ["| what is predicted | measured on | sample | mean abs error | worst | no-change baseline | details |",
+           "|---|---|---:|---:|---:|---:|---|"]
+    for row in ACCURACY_ROWS:
+        n, mean, worst, base = row.cells()
+        out.append(f"| {row.task} | {row.gpus} | {n} | {mean} | {worst} | {base} | {row.details} |")
+    return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class Section:
+    render: Callable[[], str]
+    needs_shared: bool = False
+
+
+SECTIONS: dict[str, Section] = {
+    "compare-table": Section(compare_section, needs_shared=True),
+    "accuracy-summary": Section(accuracy_summary),
+    "accuracy-by-set": Section(lambda: _accuracy_module().summary(accuracy_rows())),
+    "accuracy-by-class": Section(lambda: _accuracy_module().by_class(accuracy_rows())),
+}
+
+
+def sections(text: str) -> dict[str, str]:
+    """NAME -> body of every generated section in ``text``."""
+    return {m["name"]: m["body"] for m in MARKER.finditer(text)}
+
+
+def refresh(text: str, rendered: dict[str, str]) -> str:
+    """``text`` with each generated section whose name is in ``rendered`` replaced by its new body."""
+    unknown = set(sections(text)) - set(SECTIONS)
+    if unknown:
+        raise KeyError(f"generated sections with no generator: {sorted(unknown)}")
+    return MARKER.sub(lambda m: m[1] + rendered.get(m["name"], m["body"]) + m[4], text)
+
+
+def shared_present() -> bool:
+    return (SHARED / "data" / "traces").is_dir()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 when a section is stale; write nothing")
+    a = ap.parse_args()
+    names = [n for n, s in SECTIONS.items() if shared_present() or not s.needs_shared]
+    skipped = sorted(set(SECTIONS) - set(names))
+    if skipped:
+        print(f"../shared is absent ({SHARED}): left as they are: {', '.join(skipped)}", file=sys.stderr)
+    rendered = {}
+    for name in names:
+        if name == "compare-table" and not a.check:
+            rendered[name] = compare_section(plot_to=FIGURE)
+        else:
+            rendered[name] = SECTIONS[name].render()
+    stale = []
+    for path in DOCS:
+        text = path.read_text()
+        new = refresh(text, rendered)
+        stale += [f"{path.relative_to(ROOT)}: {n}" for n, body in sections(text).items() if sections(new)[n] != body]
+        if not a.check and new != text:
+            path.write_text(new)
+    if "compare-table" in rendered and figure_hash(FIGURE) != table_hash(compare_table_text(rendered["compare-table"])):
+        stale.append(f"{FIGURE.relative_to(ROOT)}")
+    if a.check:
+        print("\n".join(f"stale: {s}" for s in stale) or "up to date")
+        sys.exit(1 if stale else 0)
+    print("\n".join(f"rewrote: {s}" for s in stale) or "already up to date")
+
+
+if __name__ == "__main__":
+    main()
