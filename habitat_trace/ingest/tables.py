@@ -157,6 +157,7 @@ def gpu_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     cols[S.CUPTI_BLOCKS_PER_SM] = col.floats(bpsm)
     cols[S.CUPTI_WARPS_PER_SM] = col.floats(wpsm)
     cols[S.CUPTI_OCCUPANCY] = col.floats(occ)
+    cols.update(collective_columns(args))
     return pd.DataFrame(cols)
 
 
@@ -173,7 +174,28 @@ def op_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     cols[S.INPUT_DIMS] = dims
     cols[S.INPUT_TYPES] = types
     cols[S.CONCRETE_INPUTS] = concrete
+    cols.update(collective_columns(args))
     return pd.DataFrame(cols)
+
+
+def collective_columns(args: list[dict]) -> dict[str, Any]:
+    """The NCCL fields of ``S.COLLECTIVE_ARGS`` as typed columns. One membership pass finds the events that
+    carry a collective (a few per step); every other row takes the defaults without a per-field loop."""
+    n = len(args)
+    has = [i for i, a in enumerate(args) if "Collective name" in a]
+    out: dict[str, Any] = {}
+    for raw, (name, kind) in S.COLLECTIVE_ARGS.items():
+        values = [args[i].get(raw) for i in has]
+        if kind == "int":
+            full = np.full(n, S.NONE, dtype=np.int64)
+            full[has] = col.ints(values)
+            out[name] = full
+        else:
+            text = [""] * n
+            for i, v in zip(has, values):
+                text[i] = "" if v is None else str(v)
+            out[name] = _text(text)
+    return out
 
 
 def call_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:

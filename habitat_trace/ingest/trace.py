@@ -11,7 +11,7 @@ import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,27 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.assemble import assemble
 from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.ingest.events import ChunkError, event_chunks
+
+
+@dataclass(frozen=True)
+class DistributedInfo:
+    """The trace-level ``distributedInfo`` of a torch.distributed run (absent: a single-process trace)."""
+
+    rank: int
+    world_size: int
+    backend: str
+    nccl_version: str
+
+    @staticmethod
+    def from_meta(meta: dict[str, Any]) -> Optional["DistributedInfo"]:
+        info = meta.get("distributedInfo")
+        if not isinstance(info, dict):
+            return None
+        rank, world = info.get("rank"), info.get("world_size")
+        if not isinstance(rank, int) or not isinstance(world, int) or isinstance(rank, bool):
+            return None
+        return DistributedInfo(rank=rank, world_size=world, backend=str(info.get("backend", "")),
+                               nccl_version=str(info.get("nccl_version", "")))
 
 
 @dataclass(frozen=True)
@@ -51,6 +72,11 @@ class Trace:
             if d.get("id") == dev:
                 return str(d.get("name"))
         return str(self.devices[0].get("name"))
+
+    @property
+    def distributed(self) -> Optional[DistributedInfo]:
+        """Rank, world size, backend and NCCL version from ``distributedInfo`` (None when absent or malformed)."""
+        return DistributedInfo.from_meta(self.meta)
 
     @property
     def device_properties(self) -> dict[str, Any]:
