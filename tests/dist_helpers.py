@@ -49,8 +49,12 @@ def ddp_trace(rank: int = 0, world: int = 2, device: str = "Tesla V100-SXM2-32GB
         args = comm_args(nelems, world, s if with_seq else None, with_size)
         body.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": pid, "tid": tid, "ts": t,
                      "dur": 30, "args": {"External id": ext, **args}})
+        # DDP's bucket-ready event: the NCCL stream waits for the GEMM (timeline/links.py pairs them)
+        body.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaEventRecord", "pid": pid, "tid": tid,
+                     "ts": t + 1, "dur": 1, "args": {"correlation": corr, "External id": ext}})
+        corr += 1
         body.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": pid, "tid": tid,
-                     "ts": t + 2, "dur": 3, "args": {"correlation": corr, "External id": ext}})
+                     "ts": t + 3, "dur": 3, "args": {"correlation": corr, "External id": ext}})
         corr += 1
         body.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid,
                      "ts": t + 10, "dur": 10, "args": {"correlation": corr, "External id": ext}})

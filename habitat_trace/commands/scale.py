@@ -47,16 +47,18 @@ def resolve_origin(trace: Any, catalog: Any, origin: Optional[str]) -> Any:
     return spec
 
 
-def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Optional[str]) -> None:
+def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Optional[str],
+        whatif: Optional[dict[str, Any]] = None) -> None:
     from habitat_trace.timeline.replay import replay
     from habitat_trace.analysis.steps import describe
     from habitat_trace.emit.writer import check_output, write_trace
     from habitat_trace.ingest import load
     from habitat_trace.scale.engine import predict
+    from habitat_trace.scale.collective import with_deployment
     from habitat_trace.scale.specs import load_catalog
 
     catalog = load_catalog(specs)
-    targets = [catalog.resolve(name) for name in to]  # unknown names fail before any work
+    targets = [with_deployment(catalog.resolve(name), **(whatif or {})) for name in to]  # unknown names fail first
     paths = output_paths(Path(trace), Path(out), [t.name for t in targets])
     for p in paths:
         check_output(p, (Path(trace),))
