@@ -136,11 +136,16 @@ def test_dlrm_style_a100_node_faster_than_v100_node() -> None:
 def test_hta_nccl_fixture_v100_node_slower_for_the_collectives() -> None:
     """The trimmed public HTA trace (A100, 2 ranks, DDP ResNet): its all-reduces and broadcasts priced by the
     model; a V100 node's NVLink 2 takes twice as long for the bandwidth-bound ones."""
-    t = from_document(HTA_FIXTURE, __import__("habitat_trace.ingest.reader", fromlist=["x"]).read_document(HTA_FIXTURE))
+    from habitat_trace.ingest import load
+
+    t = load(HTA_FIXTURE)
     origin = CATALOG.for_device(t.device_name)
     p = predict(t, origin, CATALOG.resolve("V100"))
     nccl = (t.gpu[S.KCLASS] == "nccl").to_numpy()
     assert nccl.sum() == 9 and (p.method[nccl] == COLLECTIVE).all()
-    big = nccl & (t.gpu[S.COLL_IN_NELEMS].to_numpy() > 1_000_000)
+    f = C.collective_fields(t)
+    assert set(f["collective"]) == {"allreduce", "broadcast"} and (f["group_size"] == 2).all()
+    big = f["row"].to_numpy()[f["bytes"].to_numpy() > 4e6]
+    assert len(big) >= 3
     r = p.dur_ns[big] / t.gpu[S.DUR].to_numpy()[big]
     assert np.all((r > 1.8) & (r <= 2.0))

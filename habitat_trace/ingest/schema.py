@@ -111,7 +111,8 @@ STEP_NUMBER = "number"
 FLOW_ID = "id"
 PHASE = "ph"
 
-# --- NCCL collectives: fields on the NCCL kernel and on its ``record_param_comms`` CPU op ---
+# --- NCCL collectives (table ``collectives``, one row per kernel or ``record_param_comms`` op that carries them,
+#     keyed by EVENT; CAT says which) ---
 # (PyTorch's ParamCommsUtils / Kineto's GenericTraceActivity spellings; HTA's a100_nccl trace carries them).
 COLL_NAME = "coll_name"  # "allreduce", "allgather", "reduce_scatter", "broadcast", "all_to_all", ...
 COLL_IN_NELEMS = "coll_in_nelems"

@@ -157,7 +157,6 @@ def gpu_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     cols[S.CUPTI_BLOCKS_PER_SM] = col.floats(bpsm)
     cols[S.CUPTI_WARPS_PER_SM] = col.floats(wpsm)
     cols[S.CUPTI_OCCUPANCY] = col.floats(occ)
-    cols.update(collective_columns(args))
     return pd.DataFrame(cols)
 
 
@@ -174,28 +173,26 @@ def op_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     cols[S.INPUT_DIMS] = dims
     cols[S.INPUT_TYPES] = types
     cols[S.CONCRETE_INPUTS] = concrete
-    cols.update(collective_columns(args))
     return pd.DataFrame(cols)
 
 
-def collective_columns(args: list[dict]) -> dict[str, Any]:
-    """The NCCL fields of ``S.COLLECTIVE_ARGS`` as typed columns. One membership pass finds the events that
-    carry a collective (a few per step); every other row takes the defaults without a per-field loop."""
-    n = len(args)
-    has = [i for i, a in enumerate(args) if "Collective name" in a]
-    out: dict[str, Any] = {}
+def _has_collective(e: dict) -> bool:
+    a = e.get("args")
+    return e.get("ph") == "X" and type(a) is dict and "Collective name" in a
+
+
+def collective_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
+    """NCCL kernels and ``record_param_comms`` ops that carry a "Collective name": the fields of
+    ``S.COLLECTIVE_ARGS`` as typed columns, keyed by ``event``. A table of its own, a few rows per step: as
+    columns of the kernel and op tables the ten fields cost a third more op-table memory on a single-GPU trace."""
+    idx = sorted(i for c in (S.CAT_KERNEL, S.CAT_OP) for i in buckets.get(c, ()) if _has_collective(events[i]))
+    args = _args([events[i] for i in idx])
+    cols: dict[str, Any] = {S.EVENT: np.array(idx, dtype=np.int64),
+                            S.CAT: _text([S.CATEGORY_ALIASES.get(events[i]["cat"], events[i]["cat"]) for i in idx])}
     for raw, (name, kind) in S.COLLECTIVE_ARGS.items():
-        values = [args[i].get(raw) for i in has]
-        if kind == "int":
-            full = np.full(n, S.NONE, dtype=np.int64)
-            full[has] = col.ints(values)
-            out[name] = full
-        else:
-            text = [""] * n
-            for i, v in zip(has, values):
-                text[i] = "" if v is None else str(v)
-            out[name] = _text(text)
-    return out
+        values = [a.get(raw) for a in args]
+        cols[name] = col.ints(values) if kind == "int" else _text(["" if v is None else str(v) for v in values])
+    return pd.DataFrame(cols)
 
 
 def call_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:

@@ -61,6 +61,7 @@ class Trace:
     gpu_annotations: pd.DataFrame = field(repr=False)
     flows: pd.DataFrame = field(repr=False)
     memory: pd.DataFrame = field(repr=False)
+    collectives: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)  # by event: NCCL fields
 
     @property
     def device_name(self) -> str | None:
@@ -169,7 +170,7 @@ def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu:
     trace = Trace(path=path, meta=meta, devices=devices, events=events, event_ts_ns=parts.ts_ns,
                   event_dur_ns=parts.dur_ns, gpu=parts.gpu, ops=parts.ops, calls=parts.calls,
                   steps=pd.DataFrame(), syncs=parts.syncs, gpu_annotations=parts.gpu_annotations,
-                  flows=parts.flows, memory=parts.memory)
+                  flows=parts.flows, memory=parts.memory, collectives=parts.collectives)
     return _link(trace)
 
 
@@ -219,7 +220,7 @@ def _link(t: Trace) -> Trace:
     gpu[S.KCLASS] = classify.classify(gpu[S.NAME], gpu[S.CAT], gpu[S.OP_NAME])
     return Trace(path=t.path, meta=t.meta, devices=t.devices, events=t.events, event_ts_ns=t.event_ts_ns,
                  event_dur_ns=t.event_dur_ns, gpu=gpu, ops=ops, calls=calls, steps=steps, syncs=t.syncs,
-                 gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory)
+                 gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory, collectives=t.collectives)
 
 
 def _check_times(path: Path, what: str, df: pd.DataFrame, events: Sequence[Any]) -> None:

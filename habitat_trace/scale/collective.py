@@ -169,39 +169,44 @@ def parse_kernel(name: str) -> tuple[str, str, str]:
 
 
 def collective_fields(trace: Any) -> pd.DataFrame:
-    """Per NCCL kernel (rows of trace.gpu of class nccl): collective, algorithm, protocol, bytes, group size
-    (0 / nan where unknown); the kernel's own fields first, then those of the op that launched it or of an
-    enclosing ``record_param_comms``."""
-    g, ops = trace.gpu, trace.ops
+    """Per NCCL kernel (rows of trace.gpu of class nccl): collective, algorithm, protocol, bytes, group size,
+    process group and Seq (NaN / NONE / "" where unknown); the kernel's own fields first (trace.collectives,
+    by event), then those of the op that launched it or of an enclosing ``record_param_comms``."""
+    g, ops, c = trace.gpu, trace.ops, trace.collectives
     rows = np.flatnonzero(g[S.KCLASS].to_numpy() == K.NCCL)
-    src = _comms_op(ops, g[S.OP].to_numpy()[rows])
-    def field(column: str) -> np.ndarray:
-        own = g[column].to_numpy()[rows]
-        if not len(ops):
-            return own
-        theirs = np.where(src >= 0, ops[column].to_numpy()[np.maximum(src, 0)], own)
-        missing = (own == S.NONE) if own.dtype.kind == "i" else (own == "")
-        return np.where(missing, theirs, own)
-    names = g[S.NAME].to_numpy()[rows]
-    parsed = [parse_kernel(str(n)) for n in names]
-    coll = [COLLECTIVE_ALIASES.get(str(c).lower(), "") or k[0] for c, k in zip(field(S.COLL_NAME), parsed)]
-    size = np.array([DTYPE_BYTES.get(str(d).lower(), 0) for d in field(S.COLL_DTYPE)], dtype=np.float64)
-    nelems = np.maximum(field(S.COLL_IN_NELEMS), field(S.COLL_OUT_NELEMS)).astype(np.float64)
+    known = c[S.EVENT].to_numpy() if len(c) else np.zeros(0, dtype=np.int64)
+    index = pd.Index(known)
+    own_at = index.get_indexer(g[S.EVENT].to_numpy()[rows]) if len(known) else np.full(len(rows), -1)
+    their_at = np.full(len(rows), -1)
+    if len(known) and len(ops):
+        op_events = ops[S.EVENT].to_numpy()
+        src = _comms_op(np.isin(op_events, known), ops[S.PARENT].to_numpy(), g[S.OP].to_numpy()[rows])
+        their_at = np.where(src >= 0, index.get_indexer(op_events[np.maximum(src, 0)]), -1)
+
+    def field(column: str, kind: str) -> np.ndarray:
+        default: Any = S.NONE if kind == "int" else ""
+        values = c[column].to_numpy(dtype=np.int64 if kind == "int" else object) if len(c) else np.array([default])
+        own = np.where(own_at >= 0, values[np.maximum(own_at, 0)], default)
+        theirs = np.where(their_at >= 0, values[np.maximum(their_at, 0)], default)
+        return np.where(own == default, theirs, own)
+
+    kinds = dict(S.COLLECTIVE_ARGS.values())
+    f = {name: field(name, kinds[name]) for name in S.COLLECTIVE_COLUMNS}
+    parsed = [parse_kernel(str(n)) for n in g[S.NAME].to_numpy()[rows]]
+    coll = [COLLECTIVE_ALIASES.get(str(x).lower(), "") or k[0] for x, k in zip(f[S.COLL_NAME], parsed)]
+    size = np.array([DTYPE_BYTES.get(str(d).lower(), 0) for d in f[S.COLL_DTYPE]], dtype=np.float64)
+    nelems = np.maximum(f[S.COLL_IN_NELEMS], f[S.COLL_OUT_NELEMS]).astype(np.float64)
     nbytes = np.where((nelems > 0) & (size > 0), nelems * size, np.nan)
     return pd.DataFrame({"row": rows, "collective": coll, "algorithm": [k[1] for k in parsed],
                          "protocol": [k[2] for k in parsed], "bytes": nbytes,
-                         "group_size": field(S.COLL_GROUP_SIZE), "pg": field(S.COLL_PG_NAME),
-                         "seq": field(S.COLL_SEQ)})
+                         "group_size": f[S.COLL_GROUP_SIZE].astype(np.int64), "pg": f[S.COLL_PG_NAME],
+                         "seq": f[S.COLL_SEQ].astype(np.int64)})
 
 
-def _comms_op(ops: pd.DataFrame, op: np.ndarray, levels: int = 4) -> np.ndarray:
+def _comms_op(has: np.ndarray, parent: np.ndarray, op: np.ndarray, levels: int = 4) -> np.ndarray:
     """The nearest op at or above ``op`` (a few levels: c10d wrappers, nccl:* annotations) that carries a
-    collective name, -1 where none."""
+    collective (``has``), -1 where none."""
     out = np.full(len(op), S.NONE, dtype=np.int64)
-    if not len(ops):
-        return out
-    has = ops[S.COLL_NAME].to_numpy() != ""
-    parent = ops[S.PARENT].to_numpy()
     cur = np.asarray(op, dtype=np.int64).copy()
     for _ in range(levels):
         live = (cur >= 0) & (out < 0)
