@@ -81,7 +81,7 @@ def explain(directory: Path, to: str, specs: Optional[Path], origin: Optional[st
     before = rank_table(traces, predict_ranks(traces, origins, None))
     joint = predict_ranks(traces, origins, target)
     after = rank_table(traces, joint)
-    ranks = [{"rank": int(b["rank"]), **{f"{k}": [float(b[k]), float(a[k])] for k in
+    ranks: list[dict[str, Any]] = [{"rank": int(b["rank"]), **{f"{k}": [float(b[k]), float(a[k])] for k in
                                          ("iteration_ms", "gpu_busy_ms", "transfer_ms", "wait_ms")}}
              for b, a in zip(before.to_dict(orient="records"), after.to_dict(orient="records"))]
     result = {"origin": origins[0].name, "target": target.name, "ranks": ranks, "passes": joint.passes,

@@ -95,7 +95,7 @@ def without_deployment(spec: GpuSpec) -> GpuSpec:
 
 def topology(spec: GpuSpec, ranks: int) -> tuple[Optional[Topology], str]:
     """The interconnect ``ranks`` GPUs of ``spec`` talk over (its usual node, or the what-ifs), or None and why."""
-    x = spec.extra
+    x: dict[str, Any] = dict(spec.extra)  # sourced catalog values (numbers) and what-ifs
     per_node = int(x.get("whatif_gpus_per_node") or x.get("node_gpus") or ranks)  # no node given: one node
     nodes = int(x.get("whatif_nodes") or math.ceil(ranks / max(per_node, 1)))
     nodes = max(1, min(nodes, ranks))
