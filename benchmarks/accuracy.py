@@ -188,7 +188,7 @@ def markdown(rows: list[dict]) -> str:
                    f"{r['predicted_iteration_ms']:.2f} | {r['iteration_error_pct']:+.1f}% | "
                    f"{r['speedup_error_pct']:+.1f}% |")
     out.append("")
-    return summary(rows) + "\n" + by_class(rows) + "\n" + "\n".join(out) + "\n"
+    return summary(rows) + "\n" + iteration_summary(rows) + "\n" + by_class(rows) + "\n" + "\n".join(out) + "\n"
 
 
 def summary(rows: list[dict]) -> str:
@@ -203,7 +203,7 @@ def summary(rows: list[dict]) -> str:
         sp = [abs(r["span_error_pct"]) for r in sel]
         out.append(f"| {ds} | {cat} | {len(sel)} | {sum(b) / len(b):.1f}% | {max(b):.1f}% | {sum(i) / len(i):.1f}% |"
                    f" {sum(sp) / len(sp):.1f}% |")
-    return "\n".join(out) + "\n" + "\n" + iteration_summary(rows)
+    return "\n".join(out) + "\n"
 
 
 def _mean_abs(rows: list[dict], key: str) -> str:

@@ -210,7 +210,8 @@ def target_tables(scaled: pipeline.Scaled, spec_info: dict[str, Any]) -> Tables:
     return Tables(path=t.path, meta=meta, devices=devices, events=t.events, event_ts_ns=tl.ts_ns,
                   event_dur_ns=tl.dur_ns, gpu=gpu, ops=_retimed(t.ops, tl), calls=calls, steps=_retimed(t.steps, tl),
                   syncs=_retimed(t.syncs, tl), gpu_annotations=_retimed(t.gpu_annotations, tl),
-                  flows=_retimed(t.flows, tl), memory=_retimed(t.memory, tl), raw_ts_ns=raw_ts, raw_dur_ns=raw_dur)
+                  flows=_retimed(t.flows, tl), memory=_retimed(t.memory, tl), collectives=t.collectives,
+                  raw_ts_ns=raw_ts, raw_dur_ns=raw_dur)
 
 
 def _retimed(df: pd.DataFrame, tl: Timeline) -> pd.DataFrame:

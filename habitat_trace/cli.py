@@ -18,6 +18,10 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE: a bug of ours, not the user's input
 FormatOpt = typer.Option("table", "--format", help="table or json")
 SpecsOpt = typer.Option(None, "--specs", help="extra GPU catalog (TOML, [gpus.\"NAME\"] tables; may use base=)")
+# what-ifs for the target's collectives (scale/collective.py); default: the target's usual node from the catalog
+InterconnectOpt = typer.Option(None, "--interconnect", help="what-if: nvlink or pcie between the GPUs of a node")
+GpusPerNodeOpt = typer.Option(None, "--gpus-per-node", help="what-if: GPUs per node (default: the catalog's node)")
+NodesOpt = typer.Option(None, "--nodes", help="what-if: nodes a collective's group spans")
 
 
 @app.callback()
@@ -49,11 +53,21 @@ def scale(trace: Path = typer.Argument(..., help="torch.profiler trace (.json or
           to: List[str] = typer.Option(..., "--to", help="target GPU (repeat for several)"),
           out: Path = typer.Option(..., "-o", "--out", help="output trace (.json[.gz]); a directory for several --to"),
           specs: Optional[Path] = SpecsOpt,
-          origin: Optional[str] = typer.Option(None, "--from", help="origin GPU when deviceProperties lack it")) -> None:
-    """Write the trace as it would run on another GPU."""
+          origin: Optional[str] = typer.Option(None, "--from", help="origin GPU when deviceProperties lack it"),
+          interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
+          nodes: Optional[int] = NodesOpt,
+          jobs: int = typer.Option(1, "--jobs", "-j", help="TRACE a directory: traces scaled in parallel")) -> None:
+    """Write the trace as it would run on another GPU (TRACE a directory: every trace in it, one summary)."""
     from habitat_trace.commands import scale as cmd
+    from habitat_trace.commands.ranks import deployment
 
-    cmd.run(trace, to=to, out=out, specs=specs, origin=origin)
+    whatif = deployment(interconnect, gpus_per_node, nodes)
+    if trace.is_dir():
+        from habitat_trace.commands import batch
+
+        batch.run(trace, to=to, out=out, specs=specs, origin=origin, jobs=jobs, whatif=whatif)
+        return
+    cmd.run(trace, to=to, out=out, specs=specs, origin=origin, whatif=whatif)
 
 
 @app.command()
@@ -71,11 +85,17 @@ def compare(trace: Path = typer.Argument(..., help="torch.profiler trace (.json 
             price: List[str] = typer.Option([], "--price", help="override a price: GPU=USD per hour (repeatable)"),
             fmt: str = typer.Option("table", "--format", help="table, json or csv"),
             plot: Optional[Path] = typer.Option(None, "--plot", help="write a PNG: iteration time and cost per GPU"),
-            origin: Optional[str] = typer.Option(None, "--from", help="origin GPU when deviceProperties lack it")) -> None:
-    """One trace against many GPUs: iteration time, speed-up, cost, memory fit."""
+            origin: Optional[str] = typer.Option(None, "--from", help="origin GPU when deviceProperties lack it"),
+            interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
+            nodes: Optional[int] = NodesOpt) -> None:
+    """One trace against many GPUs: iteration time, speed-up, cost, memory fit (TRACE a directory of per-rank
+    traces: the slowest rank's step after a joint replay)."""
     from habitat_trace.commands import compare as cmd
+    from habitat_trace.commands.ranks import deployment, only_for_ranks
 
-    cmd.run(trace, to=to, specs=specs, prices=price, fmt=fmt, plot=plot, origin=origin)
+    whatif = deployment(interconnect, gpus_per_node, nodes)
+    only_for_ranks(trace, whatif)
+    cmd.run(trace, to=to, specs=specs, prices=price, fmt=fmt, plot=plot, origin=origin, whatif=whatif)
 
 
 @app.command()
@@ -84,11 +104,17 @@ def explain(trace: Path = typer.Argument(..., help="torch.profiler trace (.json 
             specs: Optional[Path] = SpecsOpt,
             top: int = typer.Option(15, "--top", help="how many ops and kernels"),
             fmt: str = FormatOpt,
-            origin: Optional[str] = typer.Option(None, "--from", help="origin GPU when deviceProperties lack it")) -> None:
-    """The ops and kernels whose time changes most on the target, and why."""
+            origin: Optional[str] = typer.Option(None, "--from", help="origin GPU when deviceProperties lack it"),
+            interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
+            nodes: Optional[int] = NodesOpt) -> None:
+    """The ops and kernels whose time changes most on the target, and why (TRACE a directory of per-rank traces:
+    per rank, the collectives' transfer time against waiting for the other ranks)."""
     from habitat_trace.commands import explain as cmd
+    from habitat_trace.commands.ranks import deployment, only_for_ranks
 
-    cmd.run(trace, to=to, specs=specs, top=top, fmt=fmt, origin=origin)
+    whatif = deployment(interconnect, gpus_per_node, nodes)
+    only_for_ranks(trace, whatif)
+    cmd.run(trace, to=to, specs=specs, top=top, fmt=fmt, origin=origin, whatif=whatif)
 
 
 @app.command()

@@ -33,12 +33,16 @@ def parse_prices(prices: list[str]) -> dict[str, float]:
 
 
 def run(trace: Path, to: str, specs: Optional[Path], prices: list[str], fmt: str, plot: Optional[Path],
-        origin: Optional[str]) -> None:
+        origin: Optional[str], whatif: Optional[dict[str, Any]] = None) -> None:
     if fmt not in FORMATS:
         raise HabitatTraceError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     names = [n.strip() for n in to.split(",") if n.strip()]
     if not names:
         raise HabitatTraceError("--to: name at least one GPU, e.g. --to H100,A100,L4")
+    if Path(trace).is_dir():  # one trace per rank: joint replay (commands/ranks.py)
+        from habitat_trace.commands import ranks
+
+        return ranks.compare(Path(trace), names, specs, origin, "json" if fmt == "json" else "table", whatif or {})
     overrides = parse_prices(prices)
     if plot is not None:
         from habitat_trace.commands.plot import check_plot_path

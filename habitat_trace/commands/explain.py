@@ -13,9 +13,14 @@ WIDTH = 200  # when piped: room for op and kernel names
 NAME_WIDTH = 70
 
 
-def run(trace: Path, to: str, specs: Optional[Path], top: int, fmt: str, origin: Optional[str]) -> None:
+def run(trace: Path, to: str, specs: Optional[Path], top: int, fmt: str, origin: Optional[str],
+        whatif: Optional[dict[str, Any]] = None) -> None:
     if fmt not in FORMATS:
         raise HabitatTraceError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if Path(trace).is_dir():  # one trace per rank: transfer vs waiting per rank (commands/ranks.py)
+        from habitat_trace.commands import ranks
+
+        return ranks.explain(Path(trace), to, specs, origin, fmt, whatif or {})
     if top < 1:
         raise HabitatTraceError(f"--top {top}: give a positive number")
     from rich.console import Console

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -37,14 +37,16 @@ def output_paths(trace_path: Path, out: Path, targets: list[str]) -> list[Path]:
     return [out]
 
 
-def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Optional[str]) -> None:
+def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Optional[str],
+        whatif: Optional[dict[str, Any]] = None) -> None:
     from habitat_trace import pipeline
     from habitat_trace.emit.writer import check_output, write_trace
     from habitat_trace.ingest import load
+    from habitat_trace.scale.collective import with_deployment
     from habitat_trace.scale.specs import load_catalog
 
     catalog = load_catalog(specs)
-    targets = [catalog.resolve(name) for name in to]  # unknown names fail before any work
+    targets = [with_deployment(catalog.resolve(name), **(whatif or {})) for name in to]  # unknown names fail first
     paths = output_paths(Path(trace), Path(out), [t.name for t in targets])
     for p in paths:
         check_output(p, (Path(trace),))

@@ -22,7 +22,7 @@ from habitat_trace.ingest import tables
 AMD_SNIFF_CALLS = 50  # runtime calls looked at for a hip* name (ROCm traces name every call hip*)
 BUILDERS: dict[str, Callable[[list[Any], dict[str, list[int]]], pd.DataFrame]] = {
     "gpu": tables.gpu_table, "ops": tables.op_table, "calls": tables.call_table, "syncs": tables.sync_table,
-    "gpu_annotations": tables.annotation_table, "memory": tables.memory_table,
+    "gpu_annotations": tables.annotation_table, "memory": tables.memory_table, "collectives": tables.collective_table,
     **{cat: partial(tables.flow_part, cat=cat) for cat in tables.FLOW_CATEGORIES},
 }
 
@@ -36,6 +36,7 @@ class Parts:
     gpu_annotations: pd.DataFrame
     flows: pd.DataFrame
     memory: pd.DataFrame
+    collectives: pd.DataFrame  # NCCL fields of kernels and record_param_comms ops (tables.collective_table)
     ts_ns: np.ndarray  # per event: origin ts, tables.NO_TIME where absent
     dur_ns: np.ndarray
     hip: bool  # a hip* call among the first AMD_SNIFF_CALLS runtime calls

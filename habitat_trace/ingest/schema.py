@@ -108,6 +108,35 @@ STEP_NUMBER = "number"
 FLOW_ID = "id"
 PHASE = "ph"
 
+# --- NCCL collectives (table ``collectives``, one row per kernel or ``record_param_comms`` op that carries them,
+#     keyed by EVENT; CAT says which) ---
+# (PyTorch's ParamCommsUtils / Kineto's GenericTraceActivity spellings; HTA's a100_nccl trace carries them).
+COLL_NAME = "coll_name"  # "allreduce", "allgather", "reduce_scatter", "broadcast", "all_to_all", ...
+COLL_IN_NELEMS = "coll_in_nelems"
+COLL_OUT_NELEMS = "coll_out_nelems"
+COLL_DTYPE = "coll_dtype"  # "Float", "BFloat16", ...
+COLL_GROUP_SIZE = "coll_group_size"
+COLL_PG_NAME = "coll_pg_name"
+COLL_PG_RANKS = "coll_pg_ranks"  # as written ("[0, 1]"; long lists truncated by the profiler)
+COLL_RANK_START = "coll_rank_start"  # "Global rank start/stride": the group's ranks when the list is truncated
+COLL_RANK_STRIDE = "coll_rank_stride"
+COLL_SEQ = "coll_seq"  # the process group's collective sequence number (newer PyTorch)
+
+# Declarative map, raw Kineto arg name -> (column, kind): "int" columns default to NONE, "str" to "".
+COLLECTIVE_ARGS: dict[str, tuple[str, str]] = {
+    "Collective name": (COLL_NAME, "str"),
+    "In msg nelems": (COLL_IN_NELEMS, "int"),
+    "Out msg nelems": (COLL_OUT_NELEMS, "int"),
+    "dtype": (COLL_DTYPE, "str"),
+    "Group size": (COLL_GROUP_SIZE, "int"),
+    "Process Group Name": (COLL_PG_NAME, "str"),
+    "Process Group Ranks": (COLL_PG_RANKS, "str"),
+    "Global rank start": (COLL_RANK_START, "int"),
+    "Global rank stride": (COLL_RANK_STRIDE, "int"),
+    "Seq": (COLL_SEQ, "int"),
+}
+COLLECTIVE_COLUMNS = tuple(c for c, _ in COLLECTIVE_ARGS.values())
+
 # --- the typed boundary: dtype kind of every column ingest promises, per table ("i" int64, "f" float64,
 # "O" Python objects: str, tuples of shapes). Checked once per load (ingest.trace.check_tables); other layers may
 # rely on exactly these. Tables may carry more columns; an empty table may have any dtype.

@@ -11,7 +11,7 @@ import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Iterator, Optional, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,27 @@ class KernelTables(Protocol):
 
 
 @dataclass(frozen=True)
+class DistributedInfo:
+    """The trace-level ``distributedInfo`` of a torch.distributed run (absent: a single-process trace)."""
+
+    rank: int
+    world_size: int
+    backend: str
+    nccl_version: str
+
+    @staticmethod
+    def from_meta(meta: dict[str, Any]) -> Optional["DistributedInfo"]:
+        info = meta.get("distributedInfo")
+        if not isinstance(info, dict):
+            return None
+        rank, world = info.get("rank"), info.get("world_size")
+        if not isinstance(rank, int) or not isinstance(world, int) or isinstance(rank, bool):
+            return None
+        return DistributedInfo(rank=rank, world_size=world, backend=str(info.get("backend", "")),
+                               nccl_version=str(info.get("nccl_version", "")))
+
+
+@dataclass(frozen=True)
 class Trace:
     path: Path
     meta: dict[str, Any]  # top-level keys except traceEvents
@@ -51,6 +72,7 @@ class Trace:
     gpu_annotations: pd.DataFrame = field(repr=False)
     flows: pd.DataFrame = field(repr=False)
     memory: pd.DataFrame = field(repr=False)
+    collectives: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)  # by event: NCCL fields
     # times written in ``events`` when they differ from event_ts_ns/event_dur_ns (tables retimed to a target
     # GPU in memory, api.Trace.scale); None: the same
     raw_ts_ns: np.ndarray | None = field(default=None, repr=False)
@@ -72,6 +94,11 @@ class Trace:
             if d.get("id") == dev:
                 return str(d.get("name"))
         return str(self.devices[0].get("name"))
+
+    @property
+    def distributed(self) -> Optional[DistributedInfo]:
+        """Rank, world size, backend and NCCL version from ``distributedInfo`` (None when absent or malformed)."""
+        return DistributedInfo.from_meta(self.meta)
 
     @property
     def device_properties(self) -> dict[str, Any]:
@@ -153,7 +180,7 @@ def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu:
     trace = Trace(path=path, meta=meta, devices=devices, events=events, event_ts_ns=parts.ts_ns,
                   event_dur_ns=parts.dur_ns, gpu=parts.gpu, ops=parts.ops, calls=parts.calls,
                   steps=pd.DataFrame(), syncs=parts.syncs, gpu_annotations=parts.gpu_annotations,
-                  flows=parts.flows, memory=parts.memory)
+                  flows=parts.flows, memory=parts.memory, collectives=parts.collectives)
     return _link(trace)
 
 
@@ -204,7 +231,8 @@ def _link(t: Trace) -> Trace:
     gpu[S.LAUNCH_ISSUE] = drop_invalid_launch_params(gpu)
     linked = Trace(path=t.path, meta=t.meta, devices=t.devices, events=t.events, event_ts_ns=t.event_ts_ns,
                    event_dur_ns=t.event_dur_ns, gpu=gpu, ops=ops, calls=calls, steps=steps, syncs=t.syncs,
-                   gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory)
+                   gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory,
+                   collectives=t.collectives)
     check_tables(linked)
     return linked
 

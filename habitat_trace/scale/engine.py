@@ -17,7 +17,7 @@ import pandas as pd
 from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import KernelTables as Tables
-from habitat_trace.scale import learned, occupancy, wave
+from habitat_trace.scale import collective, learned, occupancy, wave
 from habitat_trace.scale.cost import gemm_dims, op_cost, tensor_dtype_from_kernel
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
@@ -44,6 +44,12 @@ def same_gpu(a: GpuSpec, b: GpuSpec) -> bool:
 
 
 def predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
+    """Compute kernels by the methods above, then NCCL kernels by the collective model (scale/collective.py;
+    the target's deployment what-ifs matter only there)."""
+    return collective.apply(trace, _predict(trace, origin, collective.without_deployment(target)), target)
+
+
+def _predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
     g = trace.gpu
     t_o = g[S.DUR].to_numpy().astype(np.float64)
     n = len(g)

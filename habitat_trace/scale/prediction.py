@@ -18,7 +18,9 @@ ROOFLINE_OP = "roofline-op"  # library kernel (GEMM/conv/attention) scaled by a 
 LEARNED = "learned"  # library GEMM predicted by the learned model (scale/learned), roofline-bounded
 COPY = "copy"  # memcpy/memset: bandwidth ratio
 FALLBACK = "fallback"  # launch parameters missing or invalid: many-wave grid assumed (reason says why)
-METHODS = (IDENTITY, WAVE, ROOFLINE_OP, LEARNED, COPY, FALLBACK)
+COLLECTIVE = "collective"  # NCCL kernel: NCCL's alpha-beta model over the interconnects (scale/collective.py)
+COLLECTIVE_MEASURED = "collective-measured"  # NCCL kernel the model cannot price: measured time kept (reason)
+METHODS = (IDENTITY, WAVE, ROOFLINE_OP, LEARNED, COPY, FALLBACK, COLLECTIVE, COLLECTIVE_MEASURED)
 
 
 @dataclass(frozen=True)

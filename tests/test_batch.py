@@ -1,0 +1,62 @@
+"""`scale DIR --jobs N`: a directory of traces scaled in a process pool, memory-bounded, one summary."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from habitat_trace.cli import main
+from habitat_trace.commands.batch import PEAK_PER_BYTE, plan_jobs, uncompressed_size
+from tests.dist_helpers import ddp_trace, write
+
+
+def test_uncompressed_size_reads_the_gzip_footer(tmp_path: Path) -> None:
+    raw = json.dumps(ddp_trace()).encode()
+    gz = tmp_path / "t.json.gz"
+    gz.write_bytes(gzip.compress(raw))
+    plain = tmp_path / "t.json"
+    plain.write_bytes(raw)
+    assert uncompressed_size(gz) == len(raw) == uncompressed_size(plain)
+
+
+def test_jobs_capped_by_memory(tmp_path: Path) -> None:
+    f = tmp_path / "t.json"
+    f.write_bytes(b"x" * 1_000_000)
+    files = [f] * 8
+    n, note = plan_jobs(files, 8, memory=int(2.5 * PEAK_PER_BYTE * 1_000_000))
+    assert n == 2 and "capped to 2" in note
+    assert plan_jobs(files, 1, memory=10**12) == (1, "")
+    n, _ = plan_jobs(files, 8, memory=1)  # never below one worker
+    assert n == 1
+
+
+def test_scale_dir_in_parallel_with_one_summary(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    d, out = tmp_path / "ranks", tmp_path / "out"
+    d.mkdir()
+    out.mkdir()
+    for r in range(3):
+        write(ddp_trace(rank=r, world=3, gemm_us=500 + 100 * r), d / f"rank{r}.pt.trace.json.gz")
+    main(["scale", str(d), "--to", "A100", "-o", str(out), "--jobs", "2"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["rank"] for r in summary["traces"]] == [0, 1, 2]
+    assert all(r["target"] == "A100 SXM4 80GB" and r["methods"].get("collective") == 2 for r in summary["traces"])
+    assert len(summary["slowest_per_target"]) == 1 and summary["jobs"] in (1, 2)
+    assert sorted(p.name for p in out.glob("*.pt.trace.json.gz")) == [
+        f"rank{r}.a100-sxm4-80gb.pt.trace.json.gz" for r in range(3)]
+    assert "slowest trace" in capsys.readouterr().out
+
+
+def test_a_bad_trace_is_a_row_and_a_nonzero_exit(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    d, out = tmp_path / "ranks", tmp_path / "out"
+    d.mkdir()
+    out.mkdir()
+    write(ddp_trace(rank=0), d / "good.json.gz")
+    (d / "bad.json").write_text("{not json")
+    with pytest.raises(SystemExit) as e:
+        main(["scale", str(d), "--to", "A100", "-o", str(out), "--jobs", "2"])
+    assert e.value.code != 0
+    assert "1 of 2 traces failed" in capsys.readouterr().err
+    rows = json.loads((out / "summary.json").read_text())["traces"]
+    assert {r["trace"] for r in rows} == {"good.json.gz", "bad.json"}
