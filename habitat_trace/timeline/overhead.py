@@ -1,0 +1,185 @@
+"""torch.profiler's own host overhead in a trace: how much of each step's CPU time the profiler added.
+
+``estimate(trace)`` (or ``estimate_tables`` on the ingest tables) returns the overhead per step and per
+recorded CPU event (int64 ns aligned with ``trace.ops`` / ``trace.calls`` rows) plus the evidence used, so
+a replay can shift the CPU timeline back to the un-profiled one (``OverheadEstimate.shift_ns``).
+
+Model. Every event the profiler records costs the host a fixed number of "trivial-op units" u, where u is
+measured in the trace itself: the 10th percentile of the recorded durations of trivial ops (aten::empty,
+view, detach, ... - ops whose real work is ~0.2 µs, so their recorded duration is dominated by the
+host's dispatch + profiler-callback speed)::
+
+    cost(op)   = u * (K_OP + K_SHAPES * [op has Input Dims])
+    cost(step) = sum cost(op) + u * (K_PYTHON * n_python_function + K_MEMORY * n_[memory])   (spread over the step's ops)
+
+Each event's cost is then clipped to the time since the previous recorded event on its thread (and to
+the step's span), so removing it never reverses the order of events and never removes more CPU time
+than elapsed. Runtime/driver calls get no cost of their own: CUPTI's per-call cost (variant e) was below
+the run-to-run noise of the measurement.
+
+Calibration: K_* are non-negative least squares of (profiled - un-profiled host issue time per step) on
+(per-step event counts x u), weighted by 1/un-profiled time, over 12 workloads x 4 profiler variants x 2 hosts
+(H100 SXM and H200 hosts, torch 2.11, 2026-11-23): benchmarks/results/profiler_overhead/{h100,h200}-sxm_overhead.jsonl,
+recorded by benchmarks/collect/profiler_overhead.py; fit, held-out-host check and limits in
+benchmarks/results/profiler_overhead/model.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from habitat_trace.ingest import schema as S
+
+# Same list as benchmarks/collect/profiler_overhead.py TRIVIAL_OPS (the calibration read u the same way).
+TRIVIAL_OPS = ("aten::empty", "aten::view", "aten::detach", "aten::as_strided", "aten::t",
+               "aten::transpose", "aten::expand", "aten::reshape", "aten::empty_strided", "aten::slice")
+UNIT_QUANTILE = 0.10  # low quantile: the host's cheapest recorded events, not ops that happened to do work
+MIN_TRIVIAL_EVENTS = 20  # fewer trivial ops than this: u is not measured, use FALLBACK_UNIT_NS
+# Median u of the calibration traces (variant a, both hosts: 0.57-0.83 µs); used only when a trace has no trivial ops.
+FALLBACK_UNIT_NS = 700
+# Fitted coefficients, in units of u (model.md, "fit"): per recorded op, extra per op with recorded shapes,
+# per python_function event (with_stack), per [memory] event (profile_memory).
+K_OP = 3.04
+K_SHAPES = 0.96
+K_PYTHON = 0.73
+K_MEMORY = 0.0
+STEP_PREFIX = "ProfilerStep#"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the estimate rests on, read from the trace."""
+    record_shapes: bool  # any op carries Input Dims
+    with_stack: bool  # python_function events present
+    profile_memory: bool  # [memory] events present
+    unit_ns: int  # u: low-quantile duration of trivial recorded ops
+    unit_measured: bool  # False: too few trivial ops, FALLBACK_UNIT_NS used
+    n_trivial: int
+    ops_per_step: float
+    calls_per_step: float
+    python_per_step: float
+    memory_per_step: float
+
+
+@dataclass(frozen=True)
+class OverheadEstimate:
+    per_step_ns: np.ndarray  # int64, one per row of the steps table
+    op_ns: np.ndarray  # int64, one per row of the ops table (0 for ProfilerStep annotations)
+    call_ns: np.ndarray  # int64, one per row of the calls table (0: see module doc)
+    evidence: Evidence
+    warnings: tuple[str, ...] = ()
+    _knots: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+
+    def shift_ns(self, ts_ns: np.ndarray, tid: np.ndarray) -> np.ndarray:
+        """Overhead recorded on ``tid`` before each time ``ts_ns`` (int64): ``ts - shift`` is the un-profiled
+        time. Monotone: a later time on the same thread never maps before an earlier one."""
+        ts, tid = np.asarray(ts_ns, dtype=np.int64), np.asarray(tid)
+        out = np.zeros(len(ts), dtype=np.int64)
+        for t, (starts, cum) in self._knots.items():
+            m = tid == t
+            if m.any():
+                k = np.searchsorted(starts, ts[m], side="right")
+                out[m] = np.where(k > 0, cum[np.maximum(k - 1, 0)], 0)
+        return out
+
+
+def _unit(ops: pd.DataFrame) -> tuple[int, bool, int]:
+    dur = ops.loc[ops[S.NAME].isin(TRIVIAL_OPS), S.DUR].to_numpy(dtype=np.int64)
+    if len(dur) < MIN_TRIVIAL_EVENTS:
+        return FALLBACK_UNIT_NS, False, len(dur)
+    return int(np.quantile(dur, UNIT_QUANTILE)), True, len(dur)
+
+
+def _has_shapes(ops: pd.DataFrame) -> np.ndarray:
+    dims = ops[S.INPUT_DIMS].to_numpy(dtype=object) if S.INPUT_DIMS in ops else np.full(len(ops), None)
+    return np.array([d is not None and len(d) > 0 for d in dims], dtype=bool)
+
+
+def _per_step(values_step: np.ndarray, n_steps: int) -> np.ndarray:
+    ok = (values_step >= 0) & (values_step < n_steps)
+    return np.bincount(values_step[ok], minlength=n_steps)[:n_steps]
+
+
+def _clip_to_gaps(ts: np.ndarray, dur: np.ndarray, tid: np.ndarray, raw: np.ndarray
+                  ) -> tuple[np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """Clip each event's cost to the time since the previous event start on its thread (its own duration for
+    the first), so the cumulative shift is a monotone time map; returns clipped costs and per-thread knots."""
+    order = np.lexsort((ts, tid))
+    t_s, tid_s = ts[order], tid[order]
+    gap = np.empty(len(order), dtype=np.int64)
+    if len(order):
+        gap[1:] = np.diff(t_s)
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = tid_s[1:] != tid_s[:-1]
+        gap[first] = dur[order][first]
+    clipped_s = np.minimum(raw[order], np.maximum(gap, 0))
+    out = np.empty_like(clipped_s)
+    out[order] = clipped_s
+    knots = {}
+    for t in np.unique(tid_s):
+        m = tid_s == t
+        knots[int(t)] = (t_s[m], np.cumsum(clipped_s[m]))
+    return out, knots
+
+
+def estimate_tables(ops: pd.DataFrame, calls: pd.DataFrame, steps: pd.DataFrame, n_memory: np.ndarray | None = None,
+                    n_python: np.ndarray | None = None) -> OverheadEstimate:
+    """The estimate from ingest tables; ``n_memory`` / ``n_python``: [memory] / python_function events per step
+    row (None: none recorded)."""
+    n_steps = len(steps)
+    n_memory = np.zeros(n_steps) if n_memory is None else np.asarray(n_memory, dtype=float)
+    n_python = np.zeros(n_steps) if n_python is None else np.asarray(n_python, dtype=float)
+    is_step = ops[S.NAME].astype(str).str.startswith(STEP_PREFIX).to_numpy() if len(ops) else np.zeros(0, bool)
+    shapes = _has_shapes(ops) & ~is_step
+    unit, measured, n_trivial = _unit(ops)
+    raw = np.where(is_step, 0.0, unit * (K_OP + K_SHAPES * shapes))
+    op_step = ops[S.STEP].to_numpy(dtype=np.int64) if len(ops) else np.zeros(0, np.int64)
+    counted = ~is_step & (op_step >= 0) & (op_step < n_steps)
+    ops_in_step = _per_step(op_step[counted], n_steps)
+    extra = unit * (K_PYTHON * n_python + K_MEMORY * n_memory)  # per step, spread evenly over its ops
+    share = np.where(ops_in_step > 0, extra / np.maximum(ops_in_step, 1), 0.0)
+    raw = raw + np.where(counted, share[np.clip(op_step, 0, max(n_steps - 1, 0))] if n_steps else 0.0, 0.0)
+    ts = ops[S.TS].to_numpy(dtype=np.int64)
+    clipped, knots = _clip_to_gaps(ts, ops[S.DUR].to_numpy(dtype=np.int64), ops[S.TID].to_numpy(dtype=np.int64),
+                                   np.round(raw).astype(np.int64))
+    per_step = np.bincount(op_step[counted], weights=clipped[counted], minlength=n_steps)[:n_steps]
+    per_step = np.minimum(np.round(per_step).astype(np.int64), steps[S.DUR].to_numpy(dtype=np.int64))
+    warnings = () if measured or not len(ops) else (
+        f"only {n_trivial} trivial ops recorded: host unit u taken as {FALLBACK_UNIT_NS} ns (calibration median)",)
+    n = max(n_steps, 1)
+    ev = Evidence(record_shapes=bool(shapes.any()), with_stack=bool(n_python.sum() > 0),
+                  profile_memory=bool(n_memory.sum() > 0), unit_ns=unit, unit_measured=measured, n_trivial=n_trivial,
+                  ops_per_step=float(counted.sum()) / n, calls_per_step=float(len(calls)) / n,
+                  python_per_step=float(n_python.sum()) / n, memory_per_step=float(n_memory.sum()) / n)
+    return OverheadEstimate(per_step_ns=per_step, op_ns=clipped, call_ns=np.zeros(len(calls), dtype=np.int64),
+                            evidence=ev, warnings=warnings, _knots=knots)
+
+
+def _count_in_steps(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
+    start, end = steps[S.TS].to_numpy(dtype=np.int64), steps[S.END].to_numpy(dtype=np.int64)
+    out = np.zeros(len(steps))
+    for i, (a, b) in enumerate(zip(start, end)):  # a handful of steps
+        out[i] = np.count_nonzero((ts >= a) & (ts < b))
+    return out
+
+
+def python_event_count(events: object) -> int:
+    """Number of python_function events (with_stack): a byte count on the raw document when ingest kept it."""
+    raw = getattr(events, "_raw", None)
+    if isinstance(raw, (bytes, bytearray)):
+        return raw.count(b'"python_function"')
+    return sum(1 for e in events if isinstance(e, dict) and e.get("cat") == S.CAT_PYTHON)  # type: ignore[attr-defined]
+
+
+def estimate(trace: object) -> OverheadEstimate:
+    """The estimate for a loaded ``habitat_trace.ingest.Trace``."""
+    steps = trace.steps  # type: ignore[attr-defined]
+    mem = trace.memory  # type: ignore[attr-defined]
+    n_memory = _count_in_steps(mem[S.TS].to_numpy(dtype=np.int64), steps) if len(mem) else None
+    n_py = python_event_count(trace.events)  # type: ignore[attr-defined]
+    ops_step = trace.ops[S.STEP].to_numpy(dtype=np.int64)  # type: ignore[attr-defined]
+    weight = _per_step(ops_step, len(steps)).astype(float)  # python events spread over steps like the ops
+    n_python = n_py * weight / weight.sum() if n_py and weight.sum() > 0 else None
+    return estimate_tables(trace.ops, trace.calls, steps, n_memory, n_python)  # type: ignore[attr-defined]
