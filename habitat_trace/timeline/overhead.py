@@ -26,6 +26,7 @@ benchmarks/results/profiler_overhead/model.md.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -165,12 +166,12 @@ def _count_in_steps(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def python_event_count(events: object) -> int:
+def python_event_count(events: Iterable[Any]) -> int:
     """Number of python_function events (with_stack): a byte count on the raw document when ingest kept it."""
     raw = getattr(events, "_raw", None)
     if isinstance(raw, (bytes, bytearray)):
         return raw.count(b'"python_function"')
-    return sum(1 for e in events if isinstance(e, dict) and e.get("cat") == S.CAT_PYTHON)  # type: ignore[attr-defined]
+    return sum(int(isinstance(e, dict) and e.get("cat") == S.CAT_PYTHON) for e in events)
 
 
 def estimate(trace: object) -> OverheadEstimate:
