@@ -4,7 +4,8 @@
 
 1. fit: refits the model's coefficients (non-negative least squares) from the device measurements in
    benchmarks/results/profiler_overhead/*_overhead.jsonl, on both hosts and on each host alone, and scores
-   each host-alone fit on the other host's rows (leave-one-host-out).
+   each host-alone fit on the other host's rows (leave-one-host-out) and each fit without a workload on
+   that workload (leave-one-workload-out).
 2. traces: for every trace with ground truth - ../shared/data/traces (SHARED), benchmarks/traces (COLLECTED),
    benchmarks/traces/overhead (ours) - the profiled CPU step, the estimated overhead, and the un-profiled time.
    Only launch-bound rows (busy kernel time < LAUNCH_BOUND x un-profiled time) are scored: there the host
@@ -88,6 +89,16 @@ def report_fit(rows: list[dict]) -> None:
         print(f"  {host} alone: {np.round(k, 2)} -> other host: median |overhead error| "
               f"{np.median(np.abs(pred - d) / base) * 100:.1f}% of the un-profiled step "
               f"(no correction: {np.median(np.abs(d) / base) * 100:.1f}%)")
+    errs, errs0 = [], []
+    for w in sorted({r["workload"] for r in rows}):  # leave one workload out (both hosts, all its variants)
+        test = [r for r in rows if r["workload"] == w]
+        k = fit([r for r in rows if r["workload"] != w])
+        pred = np.array([features(r) for r in test]) @ k
+        d, base = np.array([r["d_ms"] for r in test]), np.array([r["issue_ms"] for r in test])
+        errs += list(np.abs(pred - d) / base)
+        errs0 += list(np.abs(d) / base)
+    print(f"  leave one workload out ({len(errs)} rows): median |overhead error| {np.median(errs) * 100:.1f}% of the "
+          f"un-profiled step (no correction: {np.median(errs0) * 100:.1f}%)")
 
 
 # ---------------------------------------------------------------- traces with ground truth

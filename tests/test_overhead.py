@@ -100,3 +100,22 @@ def test_fixture_mlp_h100() -> None:
     assert ((est.per_step_ns > 0) & (est.per_step_ns < step)).all()
     # the estimate removes part, not all, of the 2.2 ms the profiler added (evaluation: model.md)
     assert 0.2e6 < np.median(est.per_step_ns) < 2.3e6
+
+
+def test_queue_delay_zero_when_gpu_keeps_up() -> None:
+    launch = np.arange(3000, dtype=np.int64) * 5_000  # 5 µs per launch, 1 µs kernels
+    end = launch + 1_000
+    assert not OH.queue_delay_ns(launch, end).any()
+
+
+@given(st.integers(1, 50), st.integers(2, 20))
+def test_queue_delay_keeps_host_within_depth_of_gpu(depth: int, kernel_us: int) -> None:
+    """GPU-bound: kernels longer than launches; after the delay no launch returns before the kernel
+    ``depth`` launches earlier has ended, and the delay never decreases."""
+    n = 4 * depth + 10
+    launch = np.arange(n, dtype=np.int64) * 1_000
+    end = np.cumsum(np.full(n, kernel_us * 1_000, dtype=np.int64))  # back-to-back kernels on one stream
+    d = OH.queue_delay_ns(launch, end, depth=depth)
+    assert (np.diff(d) >= 0).all() and (d >= 0).all()
+    assert (launch[depth:] + d[depth:] >= end[:-depth]).all()
+    assert not d[:depth].any()
