@@ -122,7 +122,23 @@ def score_ground_truth() -> list[dict]:
             out.append(dict(set=label, target=r["target"], workload=r["workload"], profiled_ms=cpu, overhead_ms=oh,
                             corrected_ms=cpu - oh, unprofiled_ms=steady, u_ns=est.evidence.unit_ns,
                             ops_per_step=est.evidence.ops_per_step))
+            out += score_no_shapes(label, r, folder)
     return out
+
+
+def score_no_shapes(label: str, r: dict, folder: Path) -> list[dict]:
+    """The same workload recorded without record_shapes (SHARED/<target>/no_record_shapes/), scored against the
+    same un-profiled time; its profiled CPU step is the median ProfilerStep span of that trace."""
+    path = folder / r["target"] / "no_record_shapes" / Path(r["trace"]).name
+    if not path.exists():
+        return []
+    trace = load(path)
+    est = OH.estimate(trace)
+    cpu = float(np.median(trace.steps["dur_ns"].to_numpy())) / 1e6
+    oh = float(np.median(est.per_step_ns)) / 1e6
+    return [dict(set=label, target=r["target"] + "/noshapes", workload=r["workload"], profiled_ms=cpu, overhead_ms=oh,
+                 corrected_ms=cpu - oh, unprofiled_ms=float(r["steady_wall_ms"]), u_ns=est.evidence.unit_ns,
+                 ops_per_step=est.evidence.ops_per_step)]
 
 
 def score_ours() -> list[dict]:
