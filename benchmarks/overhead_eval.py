@@ -35,21 +35,33 @@ FIT_VARIANTS = ("a_shapes", "b_noshapes", "c_stack", "d_memory")  # variants wit
 
 
 # ---------------------------------------------------------------- fit on the device measurements
+def trace_unit_ns(host: str, workload: str) -> float:
+    """u of the kept variant-(a) trace, as the module reads it."""
+    path = ROOT / "benchmarks/traces/overhead" / host / f"{workload}.pt.trace.json.gz"
+    return float(OH.estimate(load(path)).evidence.unit_ns)
+
+
 def device_rows() -> list[dict]:
+    """One row per (host, workload, variant a-d): overhead d_ms and u. Only variant (a)'s trace was kept, so
+    u of variants b-d is u(a) x (their pooled trivial-op p10 / (a)'s): same op mix, so the ratio is the host's
+    speed change between the runs."""
     rows = []
     for path in sorted(RESULTS.glob("*_overhead.jsonl")):
+        host = path.name.split("_")[0]
         recs = [json.loads(line) for line in path.open()]
         base = {r["workload"]: r for r in recs if r["variant"] == "none"}
+        pooled_a = {r["workload"]: r["trivial_op_us_p10"] for r in recs if r["variant"] == "a_shapes"}
+        unit_a = {w: trace_unit_ns(host, w) for w in pooled_a}
         for r in recs:
             if r["variant"] in FIT_VARIANTS and r.get("trivial_op_us_p10"):
-                b = base[r["workload"]]
-                rows.append(dict(r, host=path.name.split("_")[0], d_ms=r["prof_issue_ms"] - b["issue_ms"],
-                                 issue_ms=b["issue_ms"]))
+                b, w = base[r["workload"]], r["workload"]
+                rows.append(dict(r, host=host, d_ms=r["prof_issue_ms"] - b["issue_ms"], issue_ms=b["issue_ms"],
+                                 unit_ns=unit_a[w] * r["trivial_op_us_p10"] / pooled_a[w]))
     return rows
 
 
 def features(r: dict) -> list[float]:
-    u = r["trivial_op_us_p10"] * 1e-3  # ms
+    u = r["unit_ns"] * 1e-6  # ms
     return [r.get("n_cpu_op_per_step", 0) * u, r.get("n_shapes_per_step", 0) * u,
             r.get("n_python_function_per_step", 0) * u, r.get("n_memory_per_step", 0) * u]
 
@@ -78,7 +90,8 @@ def fit(rows: list[dict]) -> np.ndarray:
 def report_fit(rows: list[dict]) -> None:
     print("fit (K_OP, K_SHAPES, K_PYTHON, K_MEMORY), in units of u; module uses",
           (OH.K_OP, OH.K_SHAPES, OH.K_PYTHON, OH.K_MEMORY))
-    print(f"  both hosts: {np.round(fit(rows), 2)}  ({len(rows)} rows)")
+    print(f"  both hosts: {np.round(fit(rows), 2)}  ({len(rows)} rows); median u of the (a) traces "
+          f"{np.median([r['unit_ns'] for r in rows if r['variant'] == 'a_shapes']):.0f} ns")
     for host in sorted({r['host'] for r in rows}):
         train = [r for r in rows if r["host"] == host]
         test = [r for r in rows if r["host"] != host]

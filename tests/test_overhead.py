@@ -85,7 +85,7 @@ def test_unit_falls_back_with_a_warning_when_few_trivial_ops() -> None:
     ops, calls, steps = _tables([0, 100_000], [5_000, 5_000], [0, 0], names=["aten::mm", "aten::mm"])
     est = OH.estimate_tables(ops, calls, steps)
     assert not est.evidence.unit_measured and est.evidence.unit_ns == OH.FALLBACK_UNIT_NS
-    assert "trivial ops" in est.warnings[0]
+    assert "trivial op" in est.warnings[0]
 
 
 def test_fixture_mlp_h100() -> None:

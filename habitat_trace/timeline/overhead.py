@@ -5,23 +5,23 @@ recorded CPU event (int64 ns aligned with ``trace.ops`` / ``trace.calls`` rows) 
 a replay can shift the CPU timeline back to the un-profiled one (``OverheadEstimate.shift_ns``).
 
 Model. Every event the profiler records costs the host a fixed number of "trivial-op units" u, where u is
-measured in the trace itself: the 10th percentile of the recorded durations of trivial ops (aten::empty,
-view, detach, ... - ops whose real work is ~0.2 µs, so their recorded duration is dominated by the
-host's dispatch + profiler-callback speed)::
+measured in the trace itself: the 10th percentile of the recorded durations of trivial ops (aten::as_strided,
+t, transpose, empty, ... - ops with almost no work of their own, so their recorded duration is the host's
+dispatch + profiler-callback speed), each name scaled to as_strided-equivalents (UNIT_RATIOS), median over names::
 
     cost(op)   = u * (K_OP + K_SHAPES * [op has Input Dims])
     cost(step) = sum cost(op) + u * (K_PYTHON * n_python_function + K_MEMORY * n_[memory])   (spread over the step's ops)
 
-Each event's cost is then clipped to the time since the previous recorded event on its thread (and to
-the step's span), so removing it never reverses the order of events and never removes more CPU time
-than elapsed. Runtime/driver calls get no cost of their own: CUPTI's per-call cost (variant e) was below
-the run-to-run noise of the measurement.
+Each event's cost is then placed in the time since the previous recorded event on its thread, what does not
+fit carried into the next gaps (``_fit_into_gaps``), so removing it never reverses the order of events and
+never removes more CPU time than elapsed; a step's total is capped at its span. Runtime/driver calls get no
+cost of their own: CUPTI's per-call cost (variant e) was below the run-to-run noise of the measurement.
 
 Calibration: K_* are non-negative least squares of (profiled - un-profiled host issue time per step) on
 (per-step event counts x u), weighted by 1/un-profiled time, over 12 workloads x 4 profiler variants x 2 hosts
-(H100 SXM and H200 hosts, torch 2.11, 2026-11-23): benchmarks/results/profiler_overhead/{h100,h200}-sxm_overhead.jsonl,
-recorded by benchmarks/collect/profiler_overhead.py; fit, held-out-host check and limits in
-benchmarks/results/profiler_overhead/model.md.
+(H100 SXM and H200 hosts, torch 2.11, 2026-11-23): benchmarks/results/profiler_overhead/{h100,h200}-sxm_overhead.jsonl
+and the traces in benchmarks/traces/overhead/, recorded by benchmarks/collect/profiler_overhead.py; the fit is
+benchmarks/overhead_eval.py's, its held-out checks and limits are in benchmarks/results/profiler_overhead/model.md.
 """
 from __future__ import annotations
 
@@ -33,19 +33,32 @@ import pandas as pd
 
 from habitat_trace.ingest import schema as S
 
-# Same list as benchmarks/collect/profiler_overhead.py TRIVIAL_OPS (the calibration read u the same way).
+# Same list as benchmarks/collect/profiler_overhead.py TRIVIAL_OPS (the calibration's pooled p10 read these).
 TRIVIAL_OPS = ("aten::empty", "aten::view", "aten::detach", "aten::as_strided", "aten::t",
                "aten::transpose", "aten::expand", "aten::reshape", "aten::empty_strided", "aten::slice")
+# u in aten::as_strided-equivalents: p10(name) x ratio, ratio = median over the 24 calibration traces of
+# p10(as_strided) / p10(name) (spread in brackets). A pooled p10 would follow the op mix (conv nets record mostly
+# aten::empty, 8x as_strided's cost); view (0.23-1.25) and detach (0.23-0.57) vary too much to be used.
+UNIT_RATIOS = {
+    "aten::as_strided": 1.0,
+    "aten::t": 0.112,  # 0.047-0.131
+    "aten::transpose": 0.203,  # 0.134-0.240
+    "aten::empty": 0.124,  # 0.102-0.214
+    "aten::empty_strided": 0.114,  # 0.055-0.176
+    "aten::reshape": 0.192,  # 0.126-0.214
+    "aten::slice": 0.173,  # 0.152-0.235
+    "aten::expand": 0.131,  # 0.086-0.228
+}
 UNIT_QUANTILE = 0.10  # low quantile: the host's cheapest recorded events, not ops that happened to do work
-MIN_TRIVIAL_EVENTS = 20  # fewer trivial ops than this: u is not measured, use FALLBACK_UNIT_NS
-# Median u of the calibration traces (variant a, both hosts: 0.57-0.83 µs); used only when a trace has no trivial ops.
-FALLBACK_UNIT_NS = 700
+MIN_PER_NAME = 10  # fewer events of a name than this: that name does not vote
+# Median u of the 24 calibration traces (variant a, both hosts); used only when a trace has no trivial ops.
+FALLBACK_UNIT_NS = 468
 # Fitted coefficients, in units of u (model.md, "fit"): per recorded op, extra per op with recorded shapes,
 # per python_function event (with_stack), per [memory] event (profile_memory).
-K_OP = 3.04
-K_SHAPES = 0.96
-K_PYTHON = 0.73
-K_MEMORY = 0.0
+K_OP = 6.81
+K_SHAPES = 1.18
+K_PYTHON = 1.73
+K_MEMORY = 0.05
 STEP_PREFIX = "ProfilerStep#"
 
 
@@ -74,23 +87,32 @@ class OverheadEstimate:
     _knots: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     def shift_ns(self, ts_ns: np.ndarray, tid: np.ndarray) -> np.ndarray:
-        """Overhead recorded on ``tid`` before each time ``ts_ns`` (int64): ``ts - shift`` is the un-profiled
-        time. Monotone: a later time on the same thread never maps before an earlier one."""
+        """Overhead removed on ``tid`` before each time ``ts_ns`` (int64): ``ts - shift`` is the un-profiled time.
+        The removal is spread linearly over each gap between event starts (slope <= 1), so a later time on the
+        same thread never maps before an earlier one."""
         ts, tid = np.asarray(ts_ns, dtype=np.int64), np.asarray(tid)
         out = np.zeros(len(ts), dtype=np.int64)
         for t, (starts, cum) in self._knots.items():
             m = tid == t
-            if m.any():
-                k = np.searchsorted(starts, ts[m], side="right")
-                out[m] = np.where(k > 0, cum[np.maximum(k - 1, 0)], 0)
+            if m.any() and len(starts):
+                base = starts[0]  # interpolate on offsets: epoch nanoseconds lose precision as floats
+                knot_t = np.concatenate(([-cum[0]], starts - base)).astype(float)
+                knot_c = np.concatenate(([0], cum)).astype(float)
+                out[m] = np.floor(np.interp((ts[m] - base).astype(float), knot_t, knot_c)).astype(np.int64)
         return out
 
 
 def _unit(ops: pd.DataFrame) -> tuple[int, bool, int]:
-    dur = ops.loc[ops[S.NAME].isin(TRIVIAL_OPS), S.DUR].to_numpy(dtype=np.int64)
-    if len(dur) < MIN_TRIVIAL_EVENTS:
-        return FALLBACK_UNIT_NS, False, len(dur)
-    return int(np.quantile(dur, UNIT_QUANTILE)), True, len(dur)
+    """u (ns, as_strided-equivalents): median over trivial op names of p10(duration) x UNIT_RATIOS[name]."""
+    sel = ops.loc[ops[S.NAME].isin(list(UNIT_RATIOS)), [S.NAME, S.DUR]]
+    groups = sel.groupby(S.NAME)[S.DUR]
+    counts = groups.size()
+    names = counts.index[counts >= MIN_PER_NAME]
+    if not len(names):
+        return FALLBACK_UNIT_NS, False, len(sel)
+    p10 = groups.quantile(UNIT_QUANTILE)[names]
+    votes = p10.to_numpy(dtype=float) * np.array([UNIT_RATIOS[n] for n in names])
+    return int(round(float(np.median(votes)))), True, len(sel)
 
 
 def _has_shapes(ops: pd.DataFrame) -> np.ndarray:
@@ -103,25 +125,28 @@ def _per_step(values_step: np.ndarray, n_steps: int) -> np.ndarray:
     return np.bincount(values_step[ok], minlength=n_steps)[:n_steps]
 
 
-def _clip_to_gaps(ts: np.ndarray, dur: np.ndarray, tid: np.ndarray, raw: np.ndarray
-                  ) -> tuple[np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
-    """Clip each event's cost to the time since the previous event start on its thread (its own duration for
-    the first), so the cumulative shift is a monotone time map; returns clipped costs and per-thread knots."""
+def _fit_into_gaps(ts: np.ndarray, dur: np.ndarray, tid: np.ndarray, raw: np.ndarray
+                   ) -> tuple[np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """Place each event's cost in the time since the previous event start on its thread (its own duration for
+    the first), carrying what does not fit into the following gaps: the cumulative removal per thread is
+    ``C_i = min(R_i, C_(i-1) + gap_i)`` with R the cumulative raw cost, i.e. ``C = G + min(cummin(R - G), 0)`` with G the
+    cumulative gaps. So the shift is a monotone time map, never exceeds the elapsed time, and loses nothing of
+    the raw cost that later idle time can absorb (nested ops start microseconds apart)."""
     order = np.lexsort((ts, tid))
-    t_s, tid_s = ts[order], tid[order]
-    gap = np.empty(len(order), dtype=np.int64)
-    if len(order):
-        gap[1:] = np.diff(t_s)
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = tid_s[1:] != tid_s[:-1]
-        gap[first] = dur[order][first]
-    clipped_s = np.minimum(raw[order], np.maximum(gap, 0))
-    out = np.empty_like(clipped_s)
-    out[order] = clipped_s
+    t_s, tid_s, raw_s = ts[order], tid[order], raw[order]
+    out_s = np.zeros(len(order), dtype=np.int64)
     knots = {}
     for t in np.unique(tid_s):
-        m = tid_s == t
-        knots[int(t)] = (t_s[m], np.cumsum(clipped_s[m]))
+        m = np.flatnonzero(tid_s == t)
+        gap = np.empty(len(m), dtype=np.int64)
+        gap[0] = max(int(dur[order][m[0]]), 0)
+        gap[1:] = np.diff(t_s[m])
+        g, r = np.cumsum(gap), np.cumsum(raw_s[m])
+        cum = g + np.minimum(np.minimum.accumulate(r - g), 0)  # the 0: C_(-1) = 0, so C_i <= G_i
+        out_s[m] = np.diff(cum, prepend=0)
+        knots[int(t)] = (t_s[m], cum)
+    out = np.empty_like(out_s)
+    out[order] = out_s
     return out, knots
 
 
@@ -143,12 +168,13 @@ def estimate_tables(ops: pd.DataFrame, calls: pd.DataFrame, steps: pd.DataFrame,
     share = np.where(ops_in_step > 0, extra / np.maximum(ops_in_step, 1), 0.0)
     raw = raw + np.where(counted, share[np.clip(op_step, 0, max(n_steps - 1, 0))] if n_steps else 0.0, 0.0)
     ts = ops[S.TS].to_numpy(dtype=np.int64)
-    clipped, knots = _clip_to_gaps(ts, ops[S.DUR].to_numpy(dtype=np.int64), ops[S.TID].to_numpy(dtype=np.int64),
+    clipped, knots = _fit_into_gaps(ts, ops[S.DUR].to_numpy(dtype=np.int64), ops[S.TID].to_numpy(dtype=np.int64),
                                    np.round(raw).astype(np.int64))
     per_step = np.bincount(op_step[counted], weights=clipped[counted], minlength=n_steps)[:n_steps]
     per_step = np.minimum(np.round(per_step).astype(np.int64), steps[S.DUR].to_numpy(dtype=np.int64))
     warnings = () if measured or not len(ops) else (
-        f"only {n_trivial} trivial ops recorded: host unit u taken as {FALLBACK_UNIT_NS} ns (calibration median)",)
+        f"fewer than {MIN_PER_NAME} of each trivial op ({n_trivial} in all): host unit u taken as "
+        f"{FALLBACK_UNIT_NS} ns (calibration median)",)
     n = max(n_steps, 1)
     ev = Evidence(record_shapes=bool(shapes.any()), with_stack=bool(n_python.sum() > 0),
                   profile_memory=bool(n_memory.sum() > 0), unit_ns=unit, unit_measured=measured, n_trivial=n_trivial,
