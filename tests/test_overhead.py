@@ -119,3 +119,13 @@ def test_queue_delay_keeps_host_within_depth_of_gpu(depth: int, kernel_us: int) 
     assert (np.diff(d) >= 0).all() and (d >= 0).all()
     assert (launch[depth:] + d[depth:] >= end[:-depth]).all()
     assert not d[:depth].any()
+
+
+def test_stack_and_memory_events_are_evidence_and_cost() -> None:
+    ts = [i * 100_000 for i in range(30)]
+    tables = _tables(ts, [1_000] * 30, [0] * 30)
+    plain = OH.estimate_tables(*tables)
+    more = OH.estimate_tables(*tables, n_memory=np.array([40.0]), n_python=np.array([60.0]))
+    assert not plain.evidence.with_stack and not plain.evidence.profile_memory
+    assert more.evidence.with_stack and more.evidence.profile_memory
+    assert more.per_step_ns[0] > plain.per_step_ns[0]
