@@ -1,13 +1,14 @@
 """Measure torch.profiler's host overhead per workload, and the launch queue's depth (issue 16).
 
 Per workload, after warm-up: the un-profiled iteration (synced median between CUDA events, steady
-back-to-back wall time, host issue time of step() started on an idle GPU), then the same for five
+back-to-back wall time, host issue time of step() started on an idle GPU), then the same for six
 profiler variants (a: CPU+CUDA record_shapes, our default; b: no shapes; c: +with_stack;
 d: +profile_memory; e: CUDA activity only; f: CPU activity only), each ``--active`` recorded steps started
 on an idle GPU, with per-step counts and trivial-event durations read from its exported trace. Variant
-(a)'s trace is kept (gzipped, trimmed to its first ``--trace-steps`` steps). Then a
-launch-queue probe: a long spin kernel holds the stream, tiny kernels are launched behind it and each
-launch is timed on the host; the first launch that waits for the spin marks the queue's depth.
+(a)'s trace is kept (gzipped, trimmed to its first ``--trace-steps`` steps). The
+launch-queue probe runs first: a long spin kernel holds the stream, tiny kernels are launched behind it and
+each launch is timed on the host; the first launch that waits for the spin marks the queue's depth. An
+allocator probe times a cached allocation, a fresh cudaMalloc and empty_cache() behind the same spin.
 
     python benchmarks/collect/profiler_overhead.py --out DIR [--only a,b] [--budget-s 420]
     python benchmarks/collect/profiler_overhead.py --dry-run --out /tmp/oh   # CPU: tiny sizes, CPU profiler
@@ -16,9 +17,9 @@ Writes DIR/overhead.jsonl (one line per workload and variant), DIR/queue.json, D
 DIR/traces/<workload>.pt.trace.json.gz.
 
 Host issue time: step() is timed from an idle GPU (synchronize first) to its return. It is the CPU's
-cost only while fewer launches are pending than the queue holds and no op syncs; for GPU-bound steps
-with more launches than the queue depth the host blocks, which the record flags (``launches_per_step`` vs
-``queue.depth``, ``issue_ms`` close to ``median_ms``).
+cost only while fewer launches are pending than the queue holds and no op syncs; a GPU-bound step with
+more launches than the queue depth blocks the host. Compare ``n_cuda_runtime_per_step`` with queue.json's
+depth and ``issue_ms`` with ``median_ms`` to tell (none of the recorded workloads blocked this way).
 """
 from __future__ import annotations
 
