@@ -19,7 +19,8 @@ DIR/traces/<workload>.pt.trace.json.gz.
 Host issue time: step() is timed from an idle GPU (synchronize first) to its return. It is the CPU's
 cost only while fewer launches are pending than the queue holds and no op syncs; a GPU-bound step with
 more launches than the queue depth blocks the host. Compare ``n_cuda_runtime_per_step`` with queue.json's
-depth and ``issue_ms`` with ``median_ms`` to tell (none of the recorded workloads blocked this way).
+depth and ``issue_ms`` with ``median_ms`` to tell (the recorded workloads with more launches than the
+depth are CPU-bound, so the GPU drains the queue as fast as they fill it).
 """
 from __future__ import annotations
 
