@@ -1,0 +1,131 @@
+"""timeline.overhead: the profiler-overhead estimate is bounded, monotone and reads its evidence from the trace."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from hypothesis import given
+from hypothesis import strategies as st
+
+from habitat_trace.ingest import load
+from habitat_trace.ingest import schema as S
+from habitat_trace.timeline import overhead as OH
+
+FIXTURE = Path(__file__).parent / "data" / "mlp_b32_fp32.pt.trace.json.gz"
+
+
+def _tables(ts: list[int], dur: list[int], tid: list[int], names: list[str] | None = None,
+            shapes: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Ops on one step spanning all of them; calls empty."""
+    n = len(ts)
+    ops = pd.DataFrame({S.NAME: names or ["aten::view"] * n, S.TS: np.asarray(ts, dtype=np.int64),
+                        S.DUR: np.asarray(dur, dtype=np.int64), S.TID: np.asarray(tid, dtype=np.int64),
+                        S.STEP: np.zeros(n, dtype=np.int64),
+                        S.INPUT_DIMS: [[[4, 4]] if shapes else None for _ in range(n)]})
+    start = min(ts) if n else 0
+    end = max(t + d for t, d in zip(ts, dur)) if n else 1
+    steps = pd.DataFrame({S.TS: [start], S.DUR: [end - start], S.END: [end]})
+    calls = pd.DataFrame({S.NAME: pd.Series([], dtype=object)})
+    return ops, calls, steps
+
+
+events = st.lists(st.tuples(st.integers(0, 10_000_000), st.integers(0, 50_000), st.integers(0, 2)),
+                  min_size=1, max_size=60)
+
+
+@given(events)
+def test_overhead_bounded_and_nonnegative(evs: list[tuple[int, int, int]]) -> None:
+    ts, dur, tid = map(list, zip(*evs))
+    ops, calls, steps = _tables(ts, dur, tid)
+    est = OH.estimate_tables(ops, calls, steps)
+    assert (est.op_ns >= 0).all() and (est.per_step_ns >= 0).all()
+    assert est.per_step_ns[0] <= steps[S.DUR].iloc[0]
+    for t in set(tid):  # never more than the time that elapsed on the thread since its first event
+        m = np.asarray(tid) == t
+        span = max(np.asarray(ts)[m]) - min(np.asarray(ts)[m]) + max(np.asarray(dur)[m])
+        assert est.op_ns[m].sum() <= span
+
+
+@given(events)
+def test_shift_is_a_monotone_time_map(evs: list[tuple[int, int, int]]) -> None:
+    ts, dur, tid = map(list, zip(*evs))
+    est = OH.estimate_tables(*_tables(ts, dur, tid))
+    for t in set(tid):
+        probe = np.sort(np.random.default_rng(0).integers(0, 10_100_000, 200))
+        mapped = probe - est.shift_ns(probe, np.full(len(probe), t))
+        assert (np.diff(mapped) >= 0).all()
+
+
+@given(st.integers(1, 40), st.integers(1, 40))
+def test_monotone_in_number_of_recorded_events(k1: int, k2: int) -> None:
+    lo, hi = sorted((k1, k2))
+
+    def per_step(k: int) -> int:
+        ts = [i * 100_000 for i in range(k)]  # 100 µs apart: far more than any event's cost, nothing clipped
+        return int(OH.estimate_tables(*_tables(ts, [1_000] * k, [0] * k)).per_step_ns[0])
+    assert per_step(lo) <= per_step(hi)
+
+
+def test_zero_without_cpu_ops() -> None:
+    ops, calls, steps = _tables([], [], [])
+    steps = pd.DataFrame({S.TS: [0], S.DUR: [1_000_000], S.END: [1_000_000]})
+    est = OH.estimate_tables(ops, calls, steps)
+    assert est.per_step_ns.tolist() == [0] and len(est.op_ns) == 0 and not est.warnings
+
+
+def test_shapes_cost_more_than_no_shapes() -> None:
+    ts = [i * 100_000 for i in range(30)]
+    with_shapes = OH.estimate_tables(*_tables(ts, [1_000] * 30, [0] * 30, shapes=True)).per_step_ns[0]
+    without = OH.estimate_tables(*_tables(ts, [1_000] * 30, [0] * 30, shapes=False)).per_step_ns[0]
+    assert with_shapes > without > 0
+
+
+def test_unit_falls_back_with_a_warning_when_few_trivial_ops() -> None:
+    ops, calls, steps = _tables([0, 100_000], [5_000, 5_000], [0, 0], names=["aten::mm", "aten::mm"])
+    est = OH.estimate_tables(ops, calls, steps)
+    assert not est.evidence.unit_measured and est.evidence.unit_ns == OH.FALLBACK_UNIT_NS
+    assert "trivial op" in est.warnings[0]
+
+
+def test_fixture_mlp_h100() -> None:
+    """mlp_b32_fp32 on the H100 (shared set): profiled CPU step 4.90 ms, un-profiled 2.67 ms back to back."""
+    trace = load(FIXTURE)
+    est = OH.estimate(trace)
+    ev = est.evidence
+    assert ev.record_shapes and not ev.with_stack and not ev.profile_memory
+    assert ev.unit_measured and 100 < ev.unit_ns < 5_000
+    assert len(est.op_ns) == len(trace.ops) and len(est.call_ns) == len(trace.calls)
+    step = trace.steps[S.DUR].to_numpy()
+    assert ((est.per_step_ns > 0) & (est.per_step_ns < step)).all()
+    # the estimate removes part, not all, of the 2.2 ms the profiler added (evaluation: model.md)
+    assert 0.2e6 < np.median(est.per_step_ns) < 2.3e6
+
+
+def test_queue_delay_zero_when_gpu_keeps_up() -> None:
+    launch = np.arange(3000, dtype=np.int64) * 5_000  # 5 µs per launch, 1 µs kernels
+    end = launch + 1_000
+    assert not OH.queue_delay_ns(launch, end).any()
+
+
+@given(st.integers(1, 50), st.integers(2, 20))
+def test_queue_delay_keeps_host_within_depth_of_gpu(depth: int, kernel_us: int) -> None:
+    """GPU-bound: kernels longer than launches; after the delay no launch returns before the kernel
+    ``depth`` launches earlier has ended, and the delay never decreases."""
+    n = 4 * depth + 10
+    launch = np.arange(n, dtype=np.int64) * 1_000
+    end = np.cumsum(np.full(n, kernel_us * 1_000, dtype=np.int64))  # back-to-back kernels on one stream
+    d = OH.queue_delay_ns(launch, end, depth=depth)
+    assert (np.diff(d) >= 0).all() and (d >= 0).all()
+    assert (launch[depth:] + d[depth:] >= end[:-depth]).all()
+    assert not d[:depth].any()
+
+
+def test_stack_and_memory_events_are_evidence_and_cost() -> None:
+    ts = [i * 100_000 for i in range(30)]
+    tables = _tables(ts, [1_000] * 30, [0] * 30)
+    plain = OH.estimate_tables(*tables)
+    more = OH.estimate_tables(*tables, n_memory=np.array([40.0]), n_python=np.array([60.0]))
+    assert not plain.evidence.with_stack and not plain.evidence.profile_memory
+    assert more.evidence.with_stack and more.evidence.profile_memory
+    assert more.per_step_ns[0] > plain.per_step_ns[0]
