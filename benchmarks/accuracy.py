@@ -15,6 +15,12 @@ between them is exact, else its error is the distance to the nearer one over the
 speed-up (origin iteration / target iteration) is judged the same way against median/median and steady/steady;
 the origin row is the origin's own predicted iteration against its measurement. Launch-bound pairs: the target's
 measured kernel time is under LAUNCH_BOUND_KERNEL_SHARE of its measured iteration.
+
+The tool keeps the origin's host (its CPU) by default, but the cross-GPU and "both" pairs were measured on
+another machine, whose CPU ran the same steps up to 2.3x faster. ``host_matched_*`` columns give what a user who
+knows the target's host gets with ``--cpu-speed``: the ratio of the two hosts' trivial-op unit u (the overhead
+model's measure of host speed, timeline/overhead.py), read from the two traces' cheapest recorded ops — host
+evidence only, no GPU timing of the target.
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ from habitat_trace.timeline.steps import replayed_step_figures  # noqa: E402
 from habitat_trace.ingest import load  # noqa: E402
 from habitat_trace.ingest import schema as S  # noqa: E402
 from habitat_trace import pipeline  # noqa: E402
+from habitat_trace.timeline import overhead  # noqa: E402
 from habitat_trace.scale.specs import load_catalog  # noqa: E402
 from habitat_trace.timeline.steps import step_figures  # noqa: E402
 
@@ -106,8 +113,13 @@ def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[st
                    "measured_cpu_step_ms": want.cpu_ns.mean() / 1e6, "predicted_cpu_step_ms": got.cpu_ns.mean() / 1e6,
                    "origin_bound": _bound(base), "measured_bound": _bound(want), "predicted_bound": _bound(got)}
             row.update(_class_times(trace, pred, measured))
-            row.update(iteration_columns(pipeline.iteration_figures(trace, same.timeline)[0],
-                                         pipeline.iteration_figures(trace, scaled.timeline)[0], o, m))
+            row.update(iteration_columns(pipeline.headline(same)[0], pipeline.headline(scaled)[0], o, m))
+            speed = host_speed(trace, measured)
+            matched = scaled if speed == 1.0 else pipeline.scale(trace, origin, target, pipeline.Host(cpu_speed=speed))
+            row["host_speed"] = speed
+            row.update({f"host_matched_{k}": v for k, v in iteration_columns(
+                pipeline.headline(same)[0], pipeline.headline(matched)[0], o, m).items()
+                if k in ("predicted_iteration_ms", "iteration_error_pct", "predicted_speedup", "speedup_error_pct")})
             row["busy_error_pct"] = 100 * (row["predicted_busy_ms"] / row["measured_busy_ms"] - 1)
             row["identity_error_pct"] = 100 * (row["origin_busy_ms"] / row["measured_busy_ms"] - 1)
             row["span_error_pct"] = 100 * (row["predicted_span_ms"] / row["measured_span_ms"] - 1)
@@ -145,6 +157,15 @@ def by_class(rows: list[dict]) -> str:
 
 LAUNCH_BOUND_BUSY_FRACTION = 0.5  # a step whose GPU is busy less than half its span is launch-bound
 LAUNCH_BOUND_KERNEL_SHARE = 0.7  # issue 16: a pair is launch-bound when kernels fill < 70% of the real iteration
+
+
+def host_speed(origin: object, measured: object) -> float:
+    """How much faster the measured trace's host ran than the origin's: the ratio of their trivial-op units u
+    (overhead.estimate's evidence); 1.0 for the same host (an SM-scaled pair: one machine, one recording)."""
+    u_o = overhead.estimate(origin).evidence.unit_ns
+    u_m = overhead.estimate(measured).evidence.unit_ns
+    same_host = getattr(origin, "device_name", None) == getattr(measured, "device_name", None)
+    return 1.0 if same_host or u_m <= 0 else u_o / u_m
 
 
 def judged_error(pred: float, a: float, b: float) -> float:
@@ -214,14 +235,17 @@ def _mean_abs(rows: list[dict], key: str) -> str:
 def iteration_summary(rows: list[dict]) -> str:
     """Issue 16's figures: iteration time against the real (un-profiled) loop, speed-up, origin row."""
     out = ["| set | category | pairs | launch-bound | mean abs iteration error | on launch-bound pairs |"
-           " mean abs speed-up error | mean abs origin-row error |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+           " mean abs speed-up error | mean abs origin-row error | host-matched iteration error |"
+           " on launch-bound pairs | host-matched speed-up error |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     keys = sorted({(r["dataset"], r["category"]) for r in rows}) + [("all", "all")]
     for ds, cat in keys:
         sel = [r for r in rows if ds in ("all", r["dataset"]) and cat in ("all", r["category"])]
         lb = [r for r in sel if r["launch_bound"]]
         out.append(f"| {ds} | {cat} | {len(sel)} | {len(lb)} | {_mean_abs(sel, 'iteration_error_pct')} | "
                    f"{_mean_abs(lb, 'iteration_error_pct')} | {_mean_abs(sel, 'speedup_error_pct')} | "
-                   f"{_mean_abs(sel, 'origin_error_pct')} |")
+                   f"{_mean_abs(sel, 'origin_error_pct')} | {_mean_abs(sel, 'host_matched_iteration_error_pct')} | "
+                   f"{_mean_abs(lb, 'host_matched_iteration_error_pct')} | "
+                   f"{_mean_abs(sel, 'host_matched_speedup_error_pct')} |")
     return "\n".join(out) + "\n"
 
 

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from habitat_trace.errors import HabitatTraceError
+from habitat_trace.ingest import schema as S
 
 if TYPE_CHECKING:
     from torch.profiler import ProfilerAction
 
 log = logging.getLogger(__name__)
 TRACE_SUFFIX = ".pt.trace.json.gz"  # torch-tb-profiler's worker pattern: <worker>[.<span>].pt.trace.json[.gz]
-UNPROFILED_KEY = "habitat_unprofiled_step_ns"  # top-level trace key (pipeline.measured_step_ns reads it)
 
 
 class TimedSchedule:
@@ -55,7 +55,7 @@ class TimedSchedule:
             # profiler stopped, as in on_trace_ready, it would be too late)
             import torch
 
-            torch.autograd._add_metadata_json(UNPROFILED_KEY, json.dumps(steps))
+            torch.autograd._add_metadata_json(S.UNPROFILED_STEP_KEY, json.dumps(steps))
         return action
 
     def unprofiled_steps_ns(self) -> list[int]:

@@ -1,25 +1,59 @@
 """One path from a loaded trace to its prediction on a target GPU, shared by every command, the API and the hook.
 
 Contract: ``resolve_origin(tables, catalog, origin)`` is the one rule for which GPU recorded a trace;
-``scale(tables, origin, target)`` predicts every GPU event's duration (scale/) and replays the timeline
-(timeline/) once, returning a ``Scaled``; ``iteration_figures(scaled)`` gives the step figures that compare,
+``scale(tables, origin, target, host)`` predicts every GPU event's duration (scale/) and replays the timeline
+(timeline/) once on the target host's CPU clock (``host_clock``: the profiler's overhead removed, a what-if host
+speed), returning a ``Scaled``; ``iteration_figures(tables, timeline)`` gives the step figures that compare,
 explain and the scale command's summary line report. Nothing here reads JSON, prints or writes files.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 
-from habitat_trace.timeline.steps import StepFigures, replayed_step_figures
+from habitat_trace.timeline.steps import StepFigures, replayed_step_figures, step_figures
 from habitat_trace.errors import SpecError
+from habitat_trace.ingest import schema as S
+from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.ingest.trace import Trace as Tables
 from habitat_trace.scale.engine import predict
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import Prediction
 from habitat_trace.scale.specs import Catalog
+from habitat_trace.timeline import overhead
+from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.replay import Timeline, replay
+
+# Calibration to a measured un-profiled step (our hook's habitat_unprofiled_step_ns): the model's costs are scaled
+# by at most this factor either way; beyond it the measurement (a hiccup, a cold first step) is not trusted over
+# the model, whose held-out error is ~15% (benchmarks/results/profiler_overhead/model.md).
+MAX_CALIBRATION = 3.0
+# A measured step this much above the step's GPU busy time is set by the CPU, so it measures the host's pace;
+# below it the GPU sets the pace and the measurement only bounds the host's time from above.
+CPU_BOUND_MARGIN = 1.05
+
+
+@dataclass(frozen=True)
+class Host:
+    """The host the target GPU runs with: the origin's host without the profiler (``keep_profiler_overhead``
+    False), at ``cpu_speed`` times its speed (a what-if: 1.2 = a host 20% faster)."""
+
+    cpu_speed: float = 1.0
+    keep_profiler_overhead: bool = False
+
+
+@dataclass(frozen=True)
+class HostClock:
+    """The clock a replay runs the CPU on, and what it rests on (for inspect/explain and the written header)."""
+
+    clock: CpuClock
+    overhead_per_step_ns: np.ndarray  # removed from each ProfilerStep (before the speed-up)
+    measured_step_ns: Optional[float] = None  # the origin's un-profiled step, when the trace carries it
+    calibration: float = 1.0  # the factor the overhead model's costs were scaled by to meet it
+    evidence: Optional[overhead.Evidence] = None
+    warnings: tuple[str, ...] = field(default=())
 
 
 @dataclass(frozen=True)
@@ -29,6 +63,7 @@ class Scaled:
     tables: Tables
     prediction: Prediction
     timeline: Timeline
+    host: HostClock
 
     @property
     def origin(self) -> GpuSpec:
@@ -64,10 +99,69 @@ def resolve_origin(tables: Tables, catalog: Catalog, origin: Optional[str]) -> G
                     "name it with --from GPU (see `habitat-trace gpus`)")
 
 
-def scale(tables: Tables, origin: GpuSpec, target: GpuSpec) -> Scaled:
-    """Predict every GPU event's duration on ``target`` and replay the timeline with them."""
+def measured_step_ns(tables: Tables) -> Optional[float]:
+    """The origin's un-profiled step time (median, ns) when the trace carries it (habitat_trace.schedule), else None."""
+    values = tables.meta.get(S.UNPROFILED_STEP_KEY)
+    if not isinstance(values, list):
+        return None
+    ok = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
+    return float(np.median(ok)) if ok else None
+
+
+def host_clock(tables: Tables, host: Host = Host()) -> HostClock:
+    """The target host's CPU clock for ``tables``: the overhead model's estimate (timeline/overhead.py) on one time
+    line for all threads, scaled to the measured un-profiled step when the trace carries one, at ``host``'s speed."""
+    measured = measured_step_ns(tables)
+    timed = tables.event_ts_ns[tables.event_ts_ns != NO_TIME]
+    start = int(tables.steps[S.TS].min()) if len(tables.steps) else int(timed.min(initial=0))
+    if host.keep_profiler_overhead:
+        empty = np.zeros(0, dtype=np.int64)
+        return HostClock(CpuClock.from_knots(empty, empty, start, host.cpu_speed),
+                         np.zeros(len(tables.steps), dtype=np.int64), measured)
+    est = overhead.estimate(tables, one_clock=True)
+    factor = 1.0
+    if measured is not None and len(tables.steps):
+        factor = _calibration(tables, est, measured)
+        if factor != 1.0:
+            est = overhead.estimate(tables, one_clock=True, scale=factor)
+    starts, cum = est.knots(0)
+    return HostClock(CpuClock.from_knots(starts, cum, start, host.cpu_speed), est.per_step_ns, measured, factor,
+                     est.evidence, est.warnings)
+
+
+def _calibration(tables: Tables, est: overhead.OverheadEstimate, measured_ns: float) -> float:
+    """The factor on the model's costs that makes the mean un-profiled CPU step meet ``measured_ns``: when the
+    measured step is CPU-bound (CPU_BOUND_MARGIN over the GPU busy time), removed = profiled - measured; else the
+    host's step is at most the measurement, so the factor only grows until it is. Within 1/MAX..MAX."""
+    profiled = float(tables.steps[S.DUR].mean())
+    removed = float(np.mean(est.per_step_ns))
+    busy = float(step_figures(tables.steps, tables.gpu).table["gpu_busy_ns"].mean())
+    want = profiled - measured_ns
+    if removed <= 0 or (measured_ns <= CPU_BOUND_MARGIN * busy and removed >= want):
+        return 1.0
+    if want <= 0:
+        return 1.0 / MAX_CALIBRATION
+    return float(np.clip(want / removed, 1.0 / MAX_CALIBRATION, MAX_CALIBRATION))
+
+
+def scale(tables: Tables, origin: GpuSpec, target: GpuSpec, host: Host = Host(),
+          clock: Optional[HostClock] = None) -> Scaled:
+    """Predict every GPU event's duration on ``target`` and replay the timeline with them on the target host's
+    clock (``clock``: one host_clock already built for these tables and ``host``, shared between targets)."""
     prediction = predict(tables, origin, target)
-    return Scaled(tables, prediction, replay(tables, prediction))
+    hc = clock or host_clock(tables, host)
+    return Scaled(tables, prediction, replay(tables, prediction, hc.clock), hc)
+
+
+def headline(scaled: Scaled) -> tuple[float, float, str]:
+    """(iteration_ms, gpu_busy_ms, source): the figures compare, explain and the scale command lead with. On the
+    origin (same GPU) a trace that carries its measured un-profiled step time is never contradicted: the
+    iteration is max(that, the GPU busy time), source "measured"; otherwise the replay's, source "predicted"."""
+    it, busy = iteration_figures(scaled.tables, scaled.timeline)
+    measured = scaled.host.measured_step_ns
+    if measured is not None and scaled.prediction.facts is None and scaled.origin == scaled.target:
+        return max(measured / 1e6, busy), busy, "measured"
+    return it, busy, "predicted"
 
 
 def iteration_figures(tables: Tables, timeline: Timeline) -> tuple[float, float]:

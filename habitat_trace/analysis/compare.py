@@ -5,9 +5,12 @@ first (``COLUMNS``); prints and writes nothing. The command (commands/compare.py
 
 Definitions (README, "Which GPU should I rent?"):
 - ``iteration_ms``: mean over ProfilerSteps of max(replayed ProfilerStep span, replayed GPU busy time of the
-  step). The replayed CPU span keeps a launch-bound step launch-bound (its blocking calls end when the GPU work
-  ends on the target); the GPU busy time covers a step without a blocking call, whose queue grows until the
-  GPU's pace sets the period. Without ProfilerSteps the whole trace is one step (replayed GPU span).
+  step), replayed on the target host's clock: the profiler's own overhead removed (pipeline.host_clock), so it is
+  the real loop's iteration, not the profiled one. The replayed CPU span keeps a launch-bound step launch-bound
+  (its blocking calls end when the GPU work ends on the target); the GPU busy time covers a step without a
+  blocking call, whose queue grows until the GPU's pace sets the period. Without ProfilerSteps the whole trace is
+  one step (replayed GPU span). On the origin row, a trace that carries its measured un-profiled step time
+  (habitat_trace.schedule) reports max(that, the GPU busy time) instead (``iteration_source`` "measured").
 - ``bound``: "launch" when the GPU is busy less than ``LAUNCH_BOUND_BUSY`` of the iteration, else "gpu".
 - ``usd_per_1k_iterations`` = usd_per_hour x iteration_ms x 1000 / 3.6e6.
 - memory: see habitat_trace/analysis/memory.py (recorded peak or estimate, margin rule).
@@ -24,7 +27,8 @@ from habitat_trace import pipeline
 from habitat_trace.scale.prediction import METHODS
 
 COLUMNS = ("gpu", "iteration_ms", "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source",
-           "usd_per_1k_iterations", "peak_memory_gib", "memory_source", "fits_memory", "method_share")
+           "usd_per_1k_iterations", "peak_memory_gib", "memory_source", "fits_memory", "method_share",
+           "iteration_source", "profiler_overhead_ms")
 # A GPU busy less than half of the step waits on the CPU (launches, Python, data) more than it computes:
 # buying a faster GPU then shortens the step by less than the speed-up of its kernels.
 LAUNCH_BOUND_BUSY = 0.5
@@ -34,11 +38,12 @@ PRICE_OVERRIDE = "--price"
 
 def compare(trace_or_path: Any, to: list[str], specs: Optional[Path] = None,
             prices: Optional[dict[str, float]] = None, origin: Optional[str] = None,
-            progress: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
+            progress: Optional[Callable[[str], None]] = None, host: pipeline.Host = pipeline.Host()) -> pd.DataFrame:
     """One row per GPU (origin first, then ``to`` in order, duplicates and the origin's own GPU dropped).
 
     ``prices`` maps a GPU name (any name the catalog resolves) to USD per hour and overrides the catalog.
     ``progress`` is called with each GPU name after its row is done (the CLI drives a progress bar with it).
+    ``host``: the target host (the origin's without the profiler by default; pipeline.Host).
     """
     from habitat_trace.analysis.memory import peak_memory
     from habitat_trace.ingest import load
@@ -51,9 +56,10 @@ def compare(trace_or_path: Any, to: list[str], specs: Optional[Path] = None,
     src = pipeline.resolve_origin(trace, catalog, origin)
     peak_gib, mem_source = peak_memory(trace)
     gpus = list(dict.fromkeys([src.name] + [t.name for t in targets]))
+    clock = pipeline.host_clock(trace, host)
     rows = []
     for name in gpus:
-        rows.append(_row(trace, src, catalog.resolve(name), overrides, peak_gib, mem_source))
+        rows.append(_row(trace, src, catalog.resolve(name), overrides, peak_gib, mem_source, clock))
         if progress is not None:
             progress(name)
     table = pd.DataFrame(rows, columns=list(COLUMNS))
@@ -62,12 +68,12 @@ def compare(trace_or_path: Any, to: list[str], specs: Optional[Path] = None,
 
 
 def _row(trace: Any, src: Any, target: Any, overrides: dict[str, float], peak_gib: float,
-         mem_source: str) -> dict[str, Any]:
+         mem_source: str, clock: pipeline.HostClock) -> dict[str, Any]:
     from habitat_trace.analysis.memory import fits
 
-    scaled = pipeline.scale(trace, src, target)
+    scaled = pipeline.scale(trace, src, target, clock=clock)
     prediction = scaled.prediction
-    iteration_ms, busy_ms = pipeline.iteration_figures(trace, scaled.timeline)
+    iteration_ms, busy_ms, source = pipeline.headline(scaled)
     usd, price_source = _price(target, overrides)
     return {
         "gpu": target.name, "iteration_ms": iteration_ms, "gpu_busy_ms": busy_ms, "speedup": float("nan"),
@@ -77,6 +83,9 @@ def _row(trace: Any, src: Any, target: Any, overrides: dict[str, float], peak_gi
         "peak_memory_gib": peak_gib, "memory_source": mem_source,
         "fits_memory": fits(peak_gib, target.memory_gib),
         "method_share": method_share(prediction.method, prediction.dur_ns),
+        "iteration_source": source,
+        "profiler_overhead_ms": float(np.mean(clock.overhead_per_step_ns)) / 1e6 if len(clock.overhead_per_step_ns)
+        else 0.0,
     }
 
 

@@ -22,14 +22,16 @@ MEMORY_BOUND_GAMMA = 0.5
 NO_OP = "(no op)"
 
 
-def explain(trace: Trace, origin: GpuSpec, target: GpuSpec, top: int = 15) -> dict[str, Any]:
+def explain(trace: Trace, origin: GpuSpec, target: GpuSpec, top: int = 15,
+            host: pipeline.Host = pipeline.Host()) -> dict[str, Any]:
     """The step before and after, and the ``top`` ops and kernels whose GPU time changes most (module doc)."""
     from habitat_trace.analysis.kernels import kernel_report
 
-    scaled = pipeline.scale(trace, origin, target)
+    clock = pipeline.host_clock(trace, host)
+    scaled = pipeline.scale(trace, origin, target, clock=clock)
     report = kernel_report(trace, scaled.prediction)
-    before = pipeline.iteration_figures(trace, pipeline.scale(trace, origin, origin).timeline)
-    after = pipeline.iteration_figures(trace, scaled.timeline)
+    before = pipeline.headline(pipeline.scale(trace, origin, origin, clock=clock))[:2]
+    after = pipeline.headline(scaled)[:2]
     steps = max(len(trace.steps), 1)
     if len(trace.steps):
         report = report[report["step"] >= 0]
@@ -38,6 +40,8 @@ def explain(trace: Trace, origin: GpuSpec, target: GpuSpec, top: int = 15) -> di
     return {
         "origin": origin.name, "target": target.name, "steps": steps,
         "step": _step_summary(before, after),
+        "profiler_overhead_ms": float(np.mean(clock.overhead_per_step_ns)) / 1e6 if len(clock.overhead_per_step_ns)
+        else 0.0,
         "ops": _groups(report, "root_op_name", steps, denominator, top),
         "kernels": _groups(report, "name", steps, denominator, top),
     }

@@ -37,6 +37,7 @@ def summarize(trace: Trace, top: int = 10) -> dict[str, Any]:
             "top": top_kernels(gpu, top),
         },
         "coverage": cov,
+        "profiler_overhead": profiler_overhead(trace),
         "warnings": warnings(trace, cov),
     }
 
@@ -71,6 +72,25 @@ def steps(trace: Trace) -> dict[str, Any]:
     mean = {k: float(np.mean([r[k] for r in rows])) if rows else 0.0
             for k in ("cpu_ms", "gpu_busy_ms", "gpu_span_ms", "kernels")}
     return {"count": len(trace.steps), "pseudo_step": len(trace.steps) == 0, "per_step": rows, "mean": mean}
+
+
+def profiler_overhead(trace: Trace) -> dict[str, Any]:
+    """The profiler's own host overhead per step (timeline/overhead.py) and what the estimate rests on; the
+    measured un-profiled step when the trace carries one (habitat_trace.schedule)."""
+    from habitat_trace.pipeline import measured_step_ns
+    from habitat_trace.timeline import overhead
+
+    est = overhead.estimate(trace, one_clock=True)
+    ev = est.evidence
+    measured = measured_step_ns(trace)
+    return {
+        "per_step_ms": [float(v) / NS_PER_MS for v in est.per_step_ns],
+        "mean_ms": float(np.mean(est.per_step_ns)) / NS_PER_MS if len(est.per_step_ns) else 0.0,
+        "record_shapes": ev.record_shapes, "with_stack": ev.with_stack, "profile_memory": ev.profile_memory,
+        "host_unit_ns": ev.unit_ns, "host_unit_measured": ev.unit_measured,
+        "measured_unprofiled_step_ms": None if measured is None else measured / NS_PER_MS,
+        "warnings": list(est.warnings),
+    }
 
 
 def by_class(gpu: pd.DataFrame) -> list[dict[str, Any]]:

@@ -60,7 +60,8 @@ def print_tables(e: dict[str, Any]) -> None:
     console.print(f"[bold]{e['origin']} -> {e['target']}[/bold], per step (mean of {e['steps']}): iteration "
                   f"{s['iteration_ms'][0]:.2f} -> {s['iteration_ms'][1]:.2f} ms, GPU busy {s['gpu_busy_ms'][0]:.2f} "
                   f"-> {s['gpu_busy_ms'][1]:.2f} ms, GPU idle (launch-bound gaps) {s['gpu_idle_ms'][0]:.2f} -> "
-                  f"{s['gpu_idle_ms'][1]:.2f} ms ({_pct(s['idle_share'][0])} -> {_pct(s['idle_share'][1])} of the step)")
+                  f"{s['gpu_idle_ms'][1]:.2f} ms ({_pct(s['idle_share'][0])} -> {_pct(s['idle_share'][1])} of the step); "
+                  f"profiler overhead removed: {e['profiler_overhead_ms']:.2f} ms per step")
     console.print(_table("ops (by top-level op) whose GPU time changes most", "op", e["ops"]))
     console.print(_table("kernels whose time changes most", "kernel", e["kernels"]))
     console.print("waves: time-weighted mean waves origin -> target; γ: share of the origin time the DRAM was busy "

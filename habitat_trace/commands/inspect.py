@@ -40,6 +40,11 @@ def print_tables(s: dict[str, Any]) -> None:
     console.print("format: " + ", ".join(f"{k}={v}" for k, v in f.items()))
     for table in (_steps_table(s), _class_table(s), _top_table(s), _coverage_table(s)):
         console.print(table)
+    p = s["profiler_overhead"]
+    measured = p["measured_unprofiled_step_ms"]
+    console.print(f"profiler overhead (estimated): {p['mean_ms']:.2f} ms per step; the real loop's step ≈ CPU ms minus "
+                  "it" + (f"; measured without the profiler: {measured:.2f} ms per step" if measured else "")
+                  + " (docs/method.md, step 10)")
     for w in s["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {w}")
 

@@ -38,7 +38,7 @@ def output_paths(trace_path: Path, out: Path, targets: list[str]) -> list[Path]:
 
 
 def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Optional[str],
-        whatif: Optional[dict[str, Any]] = None) -> None:
+        whatif: Optional[dict[str, Any]] = None, host: Optional[pipeline.Host] = None) -> None:
     from habitat_trace import pipeline
     from habitat_trace.emit.writer import check_output, write_trace
     from habitat_trace.ingest import load
@@ -53,19 +53,22 @@ def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Op
     loaded = load(trace)
     src = pipeline.resolve_origin(loaded, catalog, origin)
     info = {"input": str(trace), "specs_file": str(specs) if specs else None}
+    clock = pipeline.host_clock(loaded, host or pipeline.Host())
+    base = pipeline.headline(pipeline.scale(loaded, src, src, clock=clock))
     for target, path in zip(targets, paths):
-        scaled = pipeline.scale(loaded, src, target)
+        scaled = pipeline.scale(loaded, src, target, clock=clock)
         for w in scaled.prediction.warnings:  # they also travel with the output (habitat_trace.warnings)
             typer.echo(f"warning: {target.name}: {w}", err=True)
         written = write_trace(loaded, scaled.timeline, scaled.prediction, path, info)
-        typer.echo(describe(scaled, written))
+        typer.echo(describe(base, scaled, written))
 
 
-def describe(scaled: pipeline.Scaled, path: Path) -> str:
-    """The one-line summary: origin -> target, mean per-step GPU busy time and span, the file written."""
-    from habitat_trace.timeline.steps import step_means_ms
+def describe(base: tuple[float, float, str], scaled: pipeline.Scaled, path: Path) -> str:
+    """The one-line summary: origin -> target, the iteration time and GPU busy time per step as ``compare``
+    reports them (``base``: the origin's pipeline.headline), and the file written."""
+    from habitat_trace import pipeline
 
-    busy0, span0 = step_means_ms(scaled.tables, None)
-    busy, span = step_means_ms(scaled.tables, scaled.timeline)
-    return (f"{scaled.origin.name} -> {scaled.target.name}: step GPU busy {busy0:.3f} -> {busy:.3f} ms, "
-            f"span {span0:.3f} -> {span:.3f} ms; wrote {path}")
+    it0, busy0, _ = base
+    it, busy, _ = pipeline.headline(scaled)
+    return (f"{scaled.origin.name} -> {scaled.target.name}: iteration {it0:.3f} -> {it:.3f} ms, "
+            f"GPU busy {busy0:.3f} -> {busy:.3f} ms per step; wrote {path}")

@@ -18,6 +18,7 @@ CAT_GPU_ANNOTATION = "gpu_user_annotation"
 CAT_RUNTIME = "cuda_runtime"
 CAT_DRIVER = "cuda_driver"
 CAT_SYNC = "cuda_sync"
+CAT_PYTHON = "python_function"
 CAT_FLOW_LAUNCH = "ac2g"
 CAT_FLOW_FWDBWD = "fwdbwd"
 
@@ -71,6 +72,10 @@ LAUNCH_ISSUE = "launch_issue"  # "" or why the recorded launch parameters were d
 # Valid launch parameters (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability"):
 # at most 255 registers per thread on every compute capability >= 3.5; grid, block and shared memory never negative.
 MAX_REGISTERS_PER_THREAD = 255
+
+# --- trace-level keys ---
+# un-profiled step times (ns, a JSON list) written by habitat_trace.schedule (hook.py); pipeline.measured_step_ns
+UNPROFILED_STEP_KEY = "habitat_unprofiled_step_ns"
 
 # --- CPU ops and annotations ---
 PARENT = "parent"

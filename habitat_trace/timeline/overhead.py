@@ -86,6 +86,12 @@ class OverheadEstimate:
     warnings: tuple[str, ...] = ()
     _knots: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
+    def knots(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
+        """(event starts, cumulative removal there) on thread ``tid``: C(t) interpolates them linearly, 0 at
+        ``starts[0] - cum[0]`` (empty arrays for a thread without ops)."""
+        empty = np.zeros(0, dtype=np.int64)
+        return self._knots.get(tid, (empty, empty))
+
     def shift_ns(self, ts_ns: np.ndarray, tid: np.ndarray) -> np.ndarray:
         """Overhead removed on ``tid`` before each time ``ts_ns`` (int64): ``ts - shift`` is the un-profiled time.
         The removal is spread linearly over each gap between event starts (slope <= 1), so a later time on the
@@ -151,7 +157,7 @@ def _fit_into_gaps(ts: np.ndarray, dur: np.ndarray, tid: np.ndarray, raw: np.nda
 
 
 def estimate_tables(ops: pd.DataFrame, calls: pd.DataFrame, steps: pd.DataFrame, n_memory: np.ndarray | None = None,
-                    n_python: np.ndarray | None = None) -> OverheadEstimate:
+                    n_python: np.ndarray | None = None, scale: float = 1.0) -> OverheadEstimate:
     """The estimate from ingest tables; ``n_memory`` / ``n_python``: [memory] / python_function events per step
     row (None: none recorded)."""
     n_steps = len(steps)
@@ -166,7 +172,7 @@ def estimate_tables(ops: pd.DataFrame, calls: pd.DataFrame, steps: pd.DataFrame,
     ops_in_step = _per_step(op_step[counted], n_steps)
     extra = unit * (K_PYTHON * n_python + K_MEMORY * n_memory)  # per step, spread evenly over its ops
     share = np.where(ops_in_step > 0, extra / np.maximum(ops_in_step, 1), 0.0)
-    raw = raw + np.where(counted, share[np.clip(op_step, 0, max(n_steps - 1, 0))] if n_steps else 0.0, 0.0)
+    raw = scale * (raw + np.where(counted, share[np.clip(op_step, 0, max(n_steps - 1, 0))] if n_steps else 0.0, 0.0))
     ts = ops[S.TS].to_numpy(dtype=np.int64)
     clipped, knots = _fit_into_gaps(ts, ops[S.DUR].to_numpy(dtype=np.int64), ops[S.TID].to_numpy(dtype=np.int64),
                                    np.round(raw).astype(np.int64))
@@ -197,11 +203,13 @@ def python_event_count(events: Iterable[Any]) -> int:
     raw = getattr(events, "_raw", None)
     if isinstance(raw, (bytes, bytearray)):
         return raw.count(b'"python_function"')
-    return sum(int(isinstance(e, dict) and e.get("cat") == S.CAT_PYTHON) for e in events)
+    return sum(1 for e in events if isinstance(e, dict) and e.get("cat") == S.CAT_PYTHON)
 
 
-def estimate(trace: object) -> OverheadEstimate:
-    """The estimate for a loaded ``habitat_trace.ingest.Trace``."""
+def estimate(trace: object, one_clock: bool = False, scale: float = 1.0) -> OverheadEstimate:
+    """The estimate for a loaded ``habitat_trace.ingest.Trace``. ``one_clock``: place every thread's costs on one
+    time line (the replay's CPU map is one for all threads: pipeline.host_clock), its knots under thread 0;
+    ``scale``: multiply every cost (calibration to a measured un-profiled step, pipeline.host_clock)."""
     steps = trace.steps  # type: ignore[attr-defined]
     mem = trace.memory  # type: ignore[attr-defined]
     n_memory = _count_in_steps(mem[S.TS].to_numpy(dtype=np.int64), steps) if len(mem) else None
@@ -209,7 +217,10 @@ def estimate(trace: object) -> OverheadEstimate:
     ops_step = trace.ops[S.STEP].to_numpy(dtype=np.int64)  # type: ignore[attr-defined]
     weight = _per_step(ops_step, len(steps)).astype(float)  # python events spread over steps like the ops
     n_python = n_py * weight / weight.sum() if n_py and weight.sum() > 0 else None
-    return estimate_tables(trace.ops, trace.calls, steps, n_memory, n_python)  # type: ignore[attr-defined]
+    ops = trace.ops  # type: ignore[attr-defined]
+    if one_clock:
+        ops = ops.assign(**{S.TID: 0})
+    return estimate_tables(ops, trace.calls, steps, n_memory, n_python, scale)  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------- launch-queue back-pressure
