@@ -15,6 +15,7 @@ from habitat_trace.errors import HabitatTraceError
 
 FORMATS = ("table", "json", "csv")
 WIDTH = 160  # when piped: wide enough for the table (rich would use 80)
+WIDE = 150  # narrower consoles (a terminal, or COLUMNS) get the short layout: no methods column, short headers
 
 
 def parse_prices(prices: list[str]) -> dict[str, float]:
@@ -32,13 +33,14 @@ def parse_prices(prices: list[str]) -> dict[str, float]:
     return out
 
 
-def run(trace: Path, to: str, specs: Optional[Path], prices: list[str], fmt: str, plot: Optional[Path],
-        origin: Optional[str]) -> None:
+def run(trace: Path, to: list[str] | str, specs: Optional[Path], prices: list[str], fmt: str,
+        plot: Optional[Path], origin: Optional[str]) -> None:
+    from habitat_trace.commands.common import target_names
+    from habitat_trace.scale.specs import load_catalog
+
     if fmt not in FORMATS:
         raise HabitatTraceError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    names = [n.strip() for n in to.split(",") if n.strip()]
-    if not names:
-        raise HabitatTraceError("--to: name at least one GPU, e.g. --to H100,A100,L4")
+    names = target_names(to, load_catalog(specs))  # comma-separated, repeated or "all"; unknown names fail here
     overrides = parse_prices(prices)
     if plot is not None:
         from habitat_trace.commands.plot import check_plot_path
@@ -64,6 +66,7 @@ def _compute(trace: Path, names: list[str], specs: Optional[Path], overrides: di
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from habitat_trace.analysis.compare import compare
+    from habitat_trace.commands.common import quiet
     from habitat_trace.ingest import load
     from habitat_trace.scale.specs import load_catalog
 
@@ -71,7 +74,7 @@ def _compute(trace: Path, names: list[str], specs: Optional[Path], overrides: di
         load_catalog(specs).resolve(name)
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    with Progress(*columns, console=Console(stderr=True), transient=True, disable=quiet()) as bar:
         task = bar.add_task(f"reading {Path(trace).name}", total=len(names) + 2)
         loaded = load(trace)
         bar.update(task, advance=1, description="predicting and replaying")
@@ -121,27 +124,42 @@ def _fmt(value: Optional[float], spec: str) -> str:
 
 
 def print_table(table: Any) -> None:
+    import os
+
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     from habitat_trace.analysis.memory import CONTEXT_GIB, FRAGMENTATION_FACTOR
 
     rows = records(table)
-    t = Table(title="predicted steady-state iteration per GPU (first row: origin, measured)", title_justify="left")
-    for c in ("GPU", "iteration ms", "GPU busy ms", "speed-up", "bound", "$/h", "$ / 1k it", "peak GiB", "fits",
-              "methods (share of GPU time)"):
-        t.add_column(c, justify="left" if c in ("GPU", "bound", "fits", "methods (share of GPU time)") else "right")
+    console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else WIDTH)
+    wide = console.width >= WIDE
+    heads = (("GPU", "iteration ms", "GPU busy ms", "speed-up", "bound", "$/h", "$ / 1k it", "peak GiB", "fits",
+              "methods (share of GPU time)") if wide else
+             ("GPU", "iter ms", "busy ms", "speed-up", "bound", "$/h", "$/1k it", "GiB", "fits"))
+    cells = []
     for i, r in enumerate(rows):
         methods = ", ".join(f"{k} {v:.0%}" for k, v in sorted(r["method_share"].items(), key=lambda kv: -kv[1]))
-        t.add_row(r["gpu"] + (" (origin)" if i == 0 else ""), f"{r['iteration_ms']:.2f}", f"{r['gpu_busy_ms']:.2f}",
-                  f"{r['speedup']:.2f}x", r["bound"], _fmt(r["usd_per_hour"], ".3f"),
-                  _fmt(r["usd_per_1k_iterations"], ".4f"), f"{r['peak_memory_gib']:.1f}", "yes" if r["fits_memory"]
-                  else "[red]no[/red]", methods)
-    console = Console(width=None if sys.stdout.isatty() else WIDTH)
+        cells.append([r["gpu"] + (" (origin)" if i == 0 else ""), f"{r['iteration_ms']:.2f}", f"{r['gpu_busy_ms']:.2f}",
+                      f"{r['speedup']:.2f}x", r["bound"], _fmt(r["usd_per_hour"], ".3f"),
+                      _fmt(r["usd_per_1k_iterations"], ".4f"), f"{r['peak_memory_gib']:.1f}",
+                      "yes" if r["fits_memory"] else "no", methods][:len(heads)])
+    t = Table(title="predicted steady-state iteration per GPU (first row: origin, measured)", title_justify="left",
+              box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD, pad_edge=wide)
+    for j, c in enumerate(heads):
+        # every figure keeps its widest cell (80 columns cut "121.…"); only GPU names and methods fold
+        folds = j == 0 or j == 9
+        t.add_column(c, justify="left" if c in ("GPU", "bound", "fits") or j == 9 else "right", no_wrap=not folds,
+                     overflow="fold", min_width=None if folds else max([len(c)] + [len(row[j]) for row in cells]))
+    for row in cells:
+        t.add_row(*row[:8], row[8] if row[8] == "yes" else "[red]no[/red]", *row[9:])
     console.print(t)
     source = rows[0]["memory_source"] if rows else "estimate"
     console.print(f"peak memory: {'recorded ([memory] events)' if source == 'trace' else 'estimated from op shapes'};"
                   f" fits = peak x {FRAGMENTATION_FACTOR} + {CONTEXT_GIB:g} GiB <= the GPU's memory")
+    if not wide:
+        console.print(f"Narrower than {WIDE} columns: the methods column is left out (--format json or csv has it)")
     prices = sorted({f"{r['gpu']}: {r['price_source']}" for r in rows if r["price_source"]})
     if prices:
         console.print("prices (on-demand, per GPU): " + "; ".join(prices), soft_wrap=True)

@@ -2,15 +2,14 @@
 
 Several ``--to``: OUT must be an existing directory (nothing is created, so a typo cannot scatter
 files); each target is written as ``<stem>.<gpu-slug>.pt.trace.json.gz`` (TensorBoard lists them as
-workers). One ``--to``: OUT is the file (gzip when it ends in .gz), or an existing directory.
+workers). One ``--to``: OUT is the file (gzip when it ends in .gz), ``-`` for stdout (plain JSON; the
+summary line then goes to stderr), or an existing directory. ``--to`` takes comma-separated names or ``all``.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
 from typing import Any, Optional
-
-import typer
 
 from habitat_trace.errors import OutputError, SpecError
 
@@ -27,6 +26,10 @@ def stem(path: Path) -> str:
 
 
 def output_paths(trace_path: Path, out: Path, targets: list[str]) -> list[Path]:
+    if str(out) == "-":
+        if len(targets) > 1:
+            raise OutputError("-o - writes one trace to stdout; for several --to give an existing directory")
+        return [out]
     if len(targets) > 1 or out.is_dir():
         if not out.is_dir():
             raise OutputError(f"{out}: with several --to, -o must be an existing directory; create it first")
@@ -48,25 +51,32 @@ def resolve_origin(trace: Any, catalog: Any, origin: Optional[str]) -> Any:
 
 
 def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Optional[str]) -> None:
+    from habitat_trace.commands.common import note, progress, target_names, warn
     from habitat_trace.timeline.replay import replay
     from habitat_trace.analysis.steps import describe
-    from habitat_trace.emit.writer import check_output, write_trace
+    from habitat_trace.emit.writer import check_output, is_stdout, write_trace
     from habitat_trace.ingest import load
     from habitat_trace.scale.engine import predict
     from habitat_trace.scale.specs import load_catalog
 
     catalog = load_catalog(specs)
-    targets = [catalog.resolve(name) for name in to]  # unknown names fail before any work
+    targets = [catalog.resolve(name) for name in target_names(to, catalog)]  # unknown names fail before any work
     paths = output_paths(Path(trace), Path(out), [t.name for t in targets])
     for p in paths:
         check_output(p, (Path(trace),))
-    loaded = load(trace)
-    src = resolve_origin(loaded, catalog, origin)
-    info = {"input": str(trace), "specs_file": str(specs) if specs else None}
-    for target, path in zip(targets, paths):
-        prediction = predict(loaded, src, target)
-        for w in prediction.warnings:  # they also travel with the output (habitat_trace.warnings)
-            typer.echo(f"warning: {target.name}: {w}", err=True)
-        timeline = replay(loaded, prediction)
-        written = write_trace(loaded, timeline, prediction, path, info)
-        typer.echo(describe(loaded, timeline, prediction, written))
+    # the input by file name only: an absolute path leaks the user's directories when the output is shared
+    info = {"input": Path(trace).name, "specs_file": Path(specs).name if specs else None}
+    with progress(f"reading {Path(trace).name}") as step:
+        loaded = load(trace)
+        src = resolve_origin(loaded, catalog, origin)
+        for target, path in zip(targets, paths):
+            step(f"{target.name}: predicting {len(loaded.gpu)} GPU events from {src.name}")
+            prediction = predict(loaded, src, target)
+            for w in prediction.warnings:  # they also travel with the output (habitat_trace.warnings)
+                warn(f"{target.name}: {w}")
+            step(f"{target.name}: replaying")
+            timeline = replay(loaded, prediction)
+            step(f"{target.name}: writing {'stdout' if is_stdout(path) else path.name}")
+            written = write_trace(loaded, timeline, prediction, path, info)
+            note(describe(loaded, timeline, prediction, Path("stdout") if is_stdout(written) else written),
+                 err=is_stdout(written))
