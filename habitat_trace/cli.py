@@ -47,6 +47,7 @@ def _root(verbose: int = typer.Option(0, "--verbose", "-v", count=True, metavar=
                                        help="print the version and exit")) -> None:
     level = logging.ERROR if quiet else (logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s", stream=sys.stderr)
+    logging.getLogger().setLevel(level)  # every run sets its own level (basicConfig only configures once)
 
 
 @app.command()

@@ -59,14 +59,14 @@ def progress(what: str) -> Iterator[Callable[[str], None]]:
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True, disable=not show) as bar:
         task = bar.add_task(what, total=None)
-        state = {"what": what, "t": time.perf_counter()}
+        current, started = [what], [time.perf_counter()]
         log.info("%s", what)
 
         def step(description: str) -> None:
             now = time.perf_counter()
-            log.info("%s (%.2f s); %s", state["what"], now - state["t"], description)
-            state.update(what=description, t=now)
+            log.info("%s (%.2f s); %s", current[0], now - started[0], description)
+            current[0], started[0] = description, now
             bar.update(task, description=description)
 
         yield step
-        log.info("%s (%.2f s)", state["what"], time.perf_counter() - state["t"])
+        log.info("%s (%.2f s)", current[0], time.perf_counter() - started[0])
