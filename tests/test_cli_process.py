@@ -130,6 +130,17 @@ def test_output_character_device_is_written_into_not_replaced(tmp_path: Path) ->
     assert not any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
 
 
+def test_output_block_device_is_refused(tmp_path: Path) -> None:
+    node = tmp_path / "disk"
+    try:
+        os.mknod(node, stat.S_IFBLK | 0o600, os.makedev(7, 0))  # a loop device node; never opened
+    except (PermissionError, OSError):
+        pytest.skip("cannot create a block device node (needs root)")
+    res = cli("scale", MLP_FIXTURE, "--to", "L4", "-o", node)
+    assert res.returncode == 5 and "block device" in res.stderr, res.stderr
+    assert stat.S_ISBLK(node.stat().st_mode)
+
+
 def test_output_fifo_receives_the_trace_and_stays_a_fifo(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)

@@ -192,8 +192,9 @@ class _Rewrite:
             events[i] = e
         lo, hi = np.searchsorted(self.gpu_ev, [first, first + len(events)])
         occ = [a[lo:hi].tolist() for a in self.occupancy] if self.occupancy is not None else None
-        for j, (i, od, m, why) in enumerate(zip((self.gpu_ev[lo:hi] - first).tolist(), us_fragments(self.old_dur[lo:hi]),
-                                                self.method[lo:hi].tolist(), self.reason[lo:hi].tolist())):
+        for j, (i, od, m, why) in enumerate(zip((self.gpu_ev[lo:hi] - first).tolist(),
+                                                us_fragments(self.old_dur[lo:hi]), self.method[lo:hi].tolist(),
+                                                self.reason[lo:hi].tolist())):
             e = events[i]
             args = dict(e["args"]) if isinstance(e.get("args"), dict) else {}
             if occ is not None and occ[3][j]:
