@@ -347,14 +347,16 @@ def test_scaled_trace_has_target_occupancy_args(tmp_path: Path) -> None:
         assert 0 <= a["est. achieved occupancy %"] <= 100
 
 
-def test_occupancy_args_recomputed_for_the_origin_match_kineto() -> None:
-    """The formula against Kineto's own numbers: the fixture's kernels, recomputed for their own H100."""
+@pytest.mark.parametrize("path", [MLP_FIXTURE, pytest.param(GPT2, marks=needs_shared)], ids=["mlp", "gpt2"])
+def test_occupancy_args_recomputed_for_the_origin_match_kineto(path: Path) -> None:
+    """The formula against Kineto's own numbers: a trace's kernels, recomputed for their own GPU. GPT-2 has
+    register-limited kernels at 12.5%, which Kineto writes as 13 (halves round up)."""
     from habitat_trace.emit.writer import target_occupancy_args
     from habitat_trace.ingest import load
     from habitat_trace.ingest import schema as S
     from habitat_trace.scale.specs import load_catalog
 
-    trace = load(MLP_FIXTURE)
+    trace = load(path)
     bpsm, wpsm, occ, had = target_occupancy_args(trace.gpu, load_catalog(None).for_device(trace.device_name))
     g = trace.gpu[had]
     assert had.sum() > 100

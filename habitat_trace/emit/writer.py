@@ -131,7 +131,7 @@ def target_occupancy_args(gpu: pd.DataFrame, target: GpuSpec) -> tuple[np.ndarra
     Kineto (libkineto CuptiActivity / output_json, kernelOccupancy in CudaDeviceProperties.cpp): blocks per
     SM = grid blocks / SMs; warps per SM = blocks per SM x threads per block / warp size; occupancy % =
     min(blocks per SM, resident blocks per SM from cuda_occupancy.h) x threads per block / max threads per SM
-    x 100, written rounded to an integer. Resident blocks come from scale.occupancy with the block's shared
+    x 100, written rounded to an integer (halves up). Resident blocks come from scale.occupancy with the block's shared
     memory capped at the target's opt-in limit, as the engine does (a kernel is rebuilt with tiles that fit).
     Kineto's other values have 6 decimals."""
     blocks = (gpu[S.GRID_X] * gpu[S.GRID_Y] * gpu[S.GRID_Z]).to_numpy().astype(np.float64)
@@ -143,7 +143,8 @@ def target_occupancy_args(gpu: pd.DataFrame, target: GpuSpec) -> tuple[np.ndarra
     resident = occupancy.blocks_per_sm(thr, gpu[S.REGISTERS].to_numpy(), smem, lim)
     bpsm = blocks / target.sms
     wpsm = bpsm * thr / lim.warp_size
-    occ = np.rint(100 * np.minimum(bpsm, resident) * thr / lim.max_threads_per_sm)
+    # halves round up, as Kineto's do (12.5% is written 13; np.rint would give 12)
+    occ = np.floor(100 * np.minimum(bpsm, resident) * thr / lim.max_threads_per_sm + 0.5)
     return np.round(bpsm, 6), np.round(wpsm, 6), occ.astype(np.int64), had
 
 
