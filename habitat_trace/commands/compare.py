@@ -129,37 +129,47 @@ def print_table(table: Any) -> None:
     from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from habitat_trace.analysis.memory import CONTEXT_GIB, FRAGMENTATION_FACTOR
 
     rows = records(table)
     console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else WIDTH)
     wide = console.width >= WIDE
-    heads = (("GPU", "iteration ms", "GPU busy ms", "speed-up", "bound", "$/h", "$ / 1k it", "peak GiB", "fits",
-              "methods (share of GPU time)") if wide else
-             ("GPU", "iter ms", "busy ms", "speed-up", "bound", "$/h", "$/1k it", "GiB", "fits"))
+    full = ("GPU", "iteration ms", "GPU busy ms", "speed-up", "bound", "$/h", "$ / 1k it", "peak GiB", "fits",
+            "methods (share of GPU time)")
+    # 80 columns: short headers, no methods and no $/h ($ / 1k it is the figure that compares), so that a GPU
+    # name like "H100 SXM5 80GB" still fits on one line
+    short = {"iteration ms": "iter ms", "GPU busy ms": "busy ms", "$ / 1k it": "$/1k it", "peak GiB": "GiB"}
+    shown = full if wide else tuple(c for c in full if c not in ("$/h", "methods (share of GPU time)"))
     cells = []
     for i, r in enumerate(rows):
         methods = ", ".join(f"{k} {v:.0%}" for k, v in sorted(r["method_share"].items(), key=lambda kv: -kv[1]))
-        cells.append([r["gpu"] + (" (origin)" if i == 0 else ""), f"{r['iteration_ms']:.2f}", f"{r['gpu_busy_ms']:.2f}",
-                      f"{r['speedup']:.2f}x", r["bound"], _fmt(r["usd_per_hour"], ".3f"),
-                      _fmt(r["usd_per_1k_iterations"], ".4f"), f"{r['peak_memory_gib']:.1f}",
-                      "yes" if r["fits_memory"] else "no", methods][:len(heads)])
+        gpu = r["gpu"] + (" (origin)" if i == 0 and wide else "")  # narrow: the title says the first row is it
+        cell = dict(zip(full, (gpu, f"{r['iteration_ms']:.2f}", f"{r['gpu_busy_ms']:.2f}", f"{r['speedup']:.2f}x",
+                               r["bound"], _fmt(r["usd_per_hour"], ".3f"), _fmt(r["usd_per_1k_iterations"], ".4f"),
+                               f"{r['peak_memory_gib']:.1f}", "yes" if r["fits_memory"] else "[red]no[/red]",
+                               methods)))
+        cells.append([cell[c] for c in shown])
     t = Table(title="predicted steady-state iteration per GPU (first row: origin, measured)", title_justify="left",
               box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD, pad_edge=wide)
-    for j, c in enumerate(heads):
+    for j, c in enumerate(shown):
         # every figure keeps its widest cell (80 columns cut "121.…"); only GPU names and methods fold
-        folds = j == 0 or j == 9
-        t.add_column(c, justify="left" if c in ("GPU", "bound", "fits") or j == 9 else "right", no_wrap=not folds,
-                     overflow="fold", min_width=None if folds else max([len(c)] + [len(row[j]) for row in cells]))
+        text = c in ("GPU", "bound", "fits", full[-1])
+        folds = c in ("GPU", full[-1])
+        head = c if wide else short.get(c, c)
+        t.add_column(head, justify="left" if text else "right", no_wrap=not folds, overflow="fold",
+                     min_width=None if folds else max([len(head)] + [Text.from_markup(row[j]).cell_len
+                                                                      for row in cells]))
     for row in cells:
-        t.add_row(*row[:8], row[8] if row[8] == "yes" else "[red]no[/red]", *row[9:])
+        t.add_row(*row)
     console.print(t)
     source = rows[0]["memory_source"] if rows else "estimate"
     console.print(f"peak memory: {'recorded ([memory] events)' if source == 'trace' else 'estimated from op shapes'};"
                   f" fits = peak x {FRAGMENTATION_FACTOR} + {CONTEXT_GIB:g} GiB <= the GPU's memory")
     if not wide:
-        console.print(f"Narrower than {WIDE} columns: the methods column is left out (--format json or csv has it)")
+        console.print(f"Narrower than {WIDE} columns: the $/h and methods columns are left out (--format json or "
+                      "csv has them)")
     prices = sorted({f"{r['gpu']}: {r['price_source']}" for r in rows if r["price_source"]})
     if prices:
         console.print("prices (on-demand, per GPU): " + "; ".join(prices), soft_wrap=True)
