@@ -1,39 +1,74 @@
 """Command-line interface. Heavy modules are imported inside each command so ``--help`` stays fast.
 
 Every user error is a HabitatTraceError: printed as one ``error:`` line on stderr, exit code from
-the error class (README, "Exit codes"); no traceback, no partial output file.
+the error class (README, "Exit codes"); no traceback, no partial output file. Ctrl-C exits 130 and
+SIGTERM 143 (128 + the signal), after the writers have removed their temporary files.
 """
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+# Plain click help (rich_markup_mode=None): rich markup ate "[gpus."NAME"]" and printed <bool>/<list[str]> types.
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Predict a PyTorch training step on another GPU from a torch.profiler trace.")
 
 INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE: a bug of ours, not the user's input
-FormatOpt = typer.Option("table", "--format", help="table or json")
-SpecsOpt = typer.Option(None, "--specs", help="extra GPU catalog (TOML, [gpus.\"NAME\"] tables; may use base=)")
+INTERRUPT_EXIT = 130  # 128 + SIGINT, what shells report for Ctrl-C
+TERMINATED_EXIT = 128 + signal.SIGTERM  # 143: timeout, job schedulers, `docker stop`
+FormatOpt = typer.Option("table", "--format", metavar="table|json", help="table or json")
+SpecsOpt = typer.Option(None, "--specs", metavar="TOML",
+                        help="extra GPU catalog (TOML, [gpus.\"NAME\"] tables; may use base=)")
+TraceArg = typer.Argument(..., metavar="TRACE", help="torch.profiler trace (.json or .json.gz)")
+FromOpt = typer.Option(None, "--from", metavar="GPU", help="origin GPU when deviceProperties lack it")
+TO_HELP = "target GPUs: comma-separated or repeated (H100,A100,L4), or all (the whole catalog)"
+
+
+def _version(value: bool) -> None:
+    if value:
+        from habitat_trace import __version__
+
+        typer.echo(f"habitat-trace {__version__}")
+        raise typer.Exit()
 # what-ifs for the target's collectives (scale/collective.py); default: the target's usual node from the catalog
-InterconnectOpt = typer.Option(None, "--interconnect", help="what-if: nvlink or pcie between the GPUs of a node")
-GpusPerNodeOpt = typer.Option(None, "--gpus-per-node", help="what-if: GPUs per node (default: the catalog's node)")
-NodesOpt = typer.Option(None, "--nodes", help="what-if: nodes a collective's group spans")
+InterconnectOpt = typer.Option(None, "--interconnect", metavar="nvlink|pcie",
+                               help="what-if: nvlink or pcie between the GPUs of a node")
+GpusPerNodeOpt = typer.Option(None, "--gpus-per-node", metavar="N", help="what-if: GPUs per node (default: the catalog's node)")
+NodesOpt = typer.Option(None, "--nodes", metavar="N", help="what-if: nodes a collective's group spans")
+# the target's host (pipeline.Host): the origin's, without the profiler's overhead, at a what-if speed
+CpuSpeedOpt = typer.Option(1.0, "--cpu-speed", metavar="RATIO", min=0.01,
+                           help="what-if: the target host's CPU speed relative to the origin's (1.5 = 50% faster)")
+KeepOverheadOpt = typer.Option(False, "--keep-profiler-overhead",
+                               help="keep the profiler's host overhead in the replayed CPU timeline (default: removed)")
+
+
+def _host(cpu_speed: float, keep: bool) -> Any:
+    from habitat_trace.pipeline import Host
+
+    return Host(cpu_speed=cpu_speed, keep_profiler_overhead=keep)
 
 
 @app.callback()
-def _root(verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="more log output"),
-          quiet: bool = typer.Option(False, "--quiet", "-q", help="errors only")) -> None:
+def _root(verbose: int = typer.Option(0, "--verbose", "-v", count=True, metavar="",
+                                      help="log what each step does and how long it takes (-vv: debug, tracebacks)"),
+          quiet: bool = typer.Option(False, "--quiet", "-q", metavar="",
+                                     help="errors only: no progress, warnings or result line (tables and JSON a "
+                                          "command exists to print still go to stdout)"),
+          version: bool = typer.Option(False, "--version", metavar="", callback=_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
     level = logging.ERROR if quiet else (logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s", stream=sys.stderr)
+    logging.getLogger().setLevel(level)  # every run sets its own level (basicConfig only configures once)
 
 
 @app.command()
-def inspect(trace: Path = typer.Argument(..., help="torch.profiler trace (.json or .json.gz)"),
-            fmt: str = FormatOpt, top: int = typer.Option(10, "--top", help="how many top kernels")) -> None:
+def inspect(trace: Path = TraceArg, fmt: str = FormatOpt,
+            top: int = typer.Option(10, "--top", min=1, metavar="N", help="how many top kernels")) -> None:
     """Summarize a trace: origin GPU, steps, CPU/GPU time per step, kernels by class, top kernels."""
     from habitat_trace.commands import inspect as cmd
 
@@ -49,14 +84,15 @@ def gpus(specs: Optional[Path] = SpecsOpt, fmt: str = FormatOpt) -> None:
 
 
 @app.command()
-def scale(trace: Path = typer.Argument(..., help="torch.profiler trace (.json or .json.gz)"),
-          to: List[str] = typer.Option(..., "--to", help="target GPU (repeat for several)"),
-          out: Path = typer.Option(..., "-o", "--out", help="output trace (.json[.gz]); a directory for several --to"),
-          specs: Optional[Path] = SpecsOpt,
-          origin: Optional[str] = typer.Option(None, "--from", help="origin GPU when deviceProperties lack it"),
+def scale(trace: Path = TraceArg,
+          to: List[str] = typer.Option(..., "--to", metavar="GPU[,GPU]|all", help=TO_HELP),
+          out: Path = typer.Option(..., "-o", "--out", metavar="PATH",
+                                   help="output trace (.json[.gz]); a directory for several --to; - for stdout (JSON)"),
+          specs: Optional[Path] = SpecsOpt, origin: Optional[str] = FromOpt,
           interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
-          nodes: Optional[int] = NodesOpt,
-          jobs: int = typer.Option(1, "--jobs", "-j", help="TRACE a directory: traces scaled in parallel")) -> None:
+          nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
+          jobs: int = typer.Option(1, "--jobs", "-j", metavar="N",
+                                   help="TRACE a directory: traces scaled in parallel")) -> None:
     """Write the trace as it would run on another GPU (TRACE a directory: every trace in it, one summary)."""
     from habitat_trace.commands import scale as cmd
     from habitat_trace.commands.ranks import deployment
@@ -67,27 +103,34 @@ def scale(trace: Path = typer.Argument(..., help="torch.profiler trace (.json or
 
         batch.run(trace, to=to, out=out, specs=specs, origin=origin, jobs=jobs, whatif=whatif)
         return
-    cmd.run(trace, to=to, out=out, specs=specs, origin=origin, whatif=whatif)
+    cmd.run(trace, to=to, out=out, specs=specs, origin=origin, whatif=whatif, host=_host(cpu_speed, keep))
 
 
 @app.command()
-def check(trace: Path = typer.Argument(..., help="Chrome-trace JSON to check against Perfetto's import rules")) -> None:
+def check(trace: Path = typer.Argument(..., metavar="TRACE", help="Chrome-trace JSON to check against Perfetto's "
+                                                                   "import rules"),
+          source: Optional[Path] = typer.Option(None, "--input", metavar="TRACE",
+                                                help="the trace `scale` read (default: the file named in the output's "
+                                                     "habitat_trace.input, beside it); its own violations only warn")
+          ) -> None:
     """Check a trace against the rules Perfetto's JSON importer applies; exit 1 on violations."""
     from habitat_trace.commands import check as cmd
 
-    cmd.run(trace)
+    cmd.run(trace, source=source)
 
 
 @app.command()
-def compare(trace: Path = typer.Argument(..., help="torch.profiler trace (.json or .json.gz)"),
-            to: str = typer.Option(..., "--to", help="comma-separated target GPUs, e.g. H100,A100,L4"),
+def compare(trace: Path = TraceArg,
+            to: List[str] = typer.Option(..., "--to", metavar="GPU[,GPU]|all", help=TO_HELP),
             specs: Optional[Path] = SpecsOpt,
-            price: List[str] = typer.Option([], "--price", help="override a price: GPU=USD per hour (repeatable)"),
-            fmt: str = typer.Option("table", "--format", help="table, json or csv"),
-            plot: Optional[Path] = typer.Option(None, "--plot", help="write a PNG: iteration time and cost per GPU"),
-            origin: Optional[str] = typer.Option(None, "--from", help="origin GPU when deviceProperties lack it"),
+            price: List[str] = typer.Option([], "--price", metavar="GPU=USD",
+                                            help="override a price: GPU=USD per hour (repeatable)"),
+            fmt: str = typer.Option("table", "--format", metavar="table|json|csv", help="table, json or csv"),
+            plot: Optional[Path] = typer.Option(None, "--plot", metavar="PNG",
+                                                help="write a PNG: iteration time and cost per GPU"),
+            origin: Optional[str] = FromOpt,
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
-            nodes: Optional[int] = NodesOpt) -> None:
+            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt) -> None:
     """One trace against many GPUs: iteration time, speed-up, cost, memory fit (TRACE a directory of per-rank
     traces: the slowest rank's step after a joint replay)."""
     from habitat_trace.commands import compare as cmd
@@ -95,18 +138,18 @@ def compare(trace: Path = typer.Argument(..., help="torch.profiler trace (.json 
 
     whatif = deployment(interconnect, gpus_per_node, nodes)
     only_for_ranks(trace, whatif)
-    cmd.run(trace, to=to, specs=specs, prices=price, fmt=fmt, plot=plot, origin=origin, whatif=whatif)
+    cmd.run(trace, to=to, specs=specs, prices=price, fmt=fmt, plot=plot, origin=origin, whatif=whatif,
+            host=_host(cpu_speed, keep))
 
 
 @app.command()
-def explain(trace: Path = typer.Argument(..., help="torch.profiler trace (.json or .json.gz)"),
-            to: str = typer.Option(..., "--to", help="target GPU"),
+def explain(trace: Path = TraceArg,
+            to: List[str] = typer.Option(..., "--to", metavar="GPU[,GPU]|all", help=TO_HELP),
             specs: Optional[Path] = SpecsOpt,
-            top: int = typer.Option(15, "--top", help="how many ops and kernels"),
-            fmt: str = FormatOpt,
-            origin: Optional[str] = typer.Option(None, "--from", help="origin GPU when deviceProperties lack it"),
+            top: int = typer.Option(15, "--top", min=1, metavar="N", help="how many ops and kernels"),
+            fmt: str = FormatOpt, origin: Optional[str] = FromOpt,
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
-            nodes: Optional[int] = NodesOpt) -> None:
+            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt) -> None:
     """The ops and kernels whose time changes most on the target, and why (TRACE a directory of per-rank traces:
     per rank, the collectives' transfer time against waiting for the other ranks)."""
     from habitat_trace.commands import explain as cmd
@@ -114,13 +157,14 @@ def explain(trace: Path = typer.Argument(..., help="torch.profiler trace (.json 
 
     whatif = deployment(interconnect, gpus_per_node, nodes)
     only_for_ranks(trace, whatif)
-    cmd.run(trace, to=to, specs=specs, top=top, fmt=fmt, origin=origin, whatif=whatif)
+    cmd.run(trace, to=to, specs=specs, top=top, fmt=fmt, origin=origin, whatif=whatif, host=_host(cpu_speed, keep))
 
 
 @app.command()
-def validate(predicted: Path = typer.Argument(..., help="trace written by `habitat-trace scale`"),
-             measured: Path = typer.Argument(..., help="trace measured on the target GPU"),
-             fmt: str = FormatOpt, top: int = typer.Option(10, "--top", help="worst offenders to list")) -> None:
+def validate(predicted: Path = typer.Argument(..., metavar="PREDICTED", help="trace written by `habitat-trace scale`"),
+             measured: Path = typer.Argument(..., metavar="MEASURED", help="trace measured on the target GPU"),
+             fmt: str = FormatOpt,
+             top: int = typer.Option(10, "--top", min=1, metavar="N", help="worst offenders to list")) -> None:
     """Compare a predicted trace with a measured one: step, op and kernel errors."""
     from habitat_trace.commands import validate as cmd
 
@@ -131,16 +175,19 @@ def main(argv: Optional[List[str]] = None) -> None:
     """Entry point; ``argv`` (default: sys.argv[1:]) lets tests check the error -> exit code mapping in-process."""
     from habitat_trace.errors import HabitatTraceError
 
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        app(args=argv, standalone_mode=False)
+        # standalone_mode=False: click returns the exit code of a command's typer.Exit (check's 1) instead of
+        # exiting; dropping it made `check` exit 0 with errors
+        code = app(args=argv, standalone_mode=False)
     except HabitatTraceError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort; a KeyboardInterrupt outside it
         typer.echo("aborted", err=True)
-        sys.exit(130)
+        sys.exit(INTERRUPT_EXIT)
     except Exception as exc:
         # usage errors come from click (typer vendors its own copy): they know how to show themselves
         show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
@@ -152,6 +199,18 @@ def main(argv: Optional[List[str]] = None) -> None:
         typer.echo(f"error: internal error ({type(exc).__name__}: {exc}); rerun with -vv for the traceback "
                    "and report it with the trace", err=True)
         sys.exit(INTERNAL_ERROR_EXIT)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if isinstance(code, int) and code:
+        if code == INTERRUPT_EXIT:  # typer turns Ctrl-C into Exit(130)
+            typer.echo("aborted", err=True)
+        sys.exit(code)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM: unwind like Ctrl-C (the writers' ``except BaseException`` remove their temp files), exit 143."""
+    typer.echo("terminated", err=True)
+    raise SystemExit(TERMINATED_EXIT)
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ def test_check_command_ok_and_failure(tmp_path: Path) -> None:
     out = _scaled_output(FIXTURE, tmp_path, 0.5)
     res = runner.invoke(app, ["check", str(out)])
     assert res.exit_code == 0, res.output
-    assert res.output.startswith("ok: ") and "events" in res.output
+    assert res.stdout.startswith("ok: ") and "events" in res.stdout  # stderr notes the input is not beside it
     bad = tmp_path / "bad.json"
     bad.write_bytes(orjson.dumps({"traceEvents": [X(0, 10), X(5, 10)]}))
     res = runner.invoke(app, ["check", str(bad)])

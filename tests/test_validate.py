@@ -41,7 +41,7 @@ def test_cli_json_after_scale(tmp_path, capsys) -> None:
     capsys.readouterr()
     assert _cli(["validate", str(out), str(FIXTURE), "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["step"]["gpu_busy_ns"]["error_pct"] == 0
+    assert report["step"]["gpu_busy"]["error_pct"] == 0
     assert {"worst_ops", "worst_kernels", "ops", "kernels"} <= set(report)
 
 
@@ -56,6 +56,6 @@ def test_shared_sm64_pair(tmp_path, capsys) -> None:
     assert _cli(["validate", str(out), str(TRACES / "h100-sxm-sm64/vgg16_b32_fp32_sm64.pt.trace.json.gz"),
                  "--format", "json", "--top", "3"]) == 0
     r = json.loads(capsys.readouterr().out)
-    assert abs(r["step"]["gpu_busy_ns"]["error_pct"]) < 10
+    assert abs(r["step"]["gpu_busy"]["error_pct"]) < 10
     assert r["kernels"]["matched"] > 500 and len(r["worst_kernels"]) == 3
     assert all(k["method"] in ("wave", "roofline-op", "copy", "fallback") for k in r["worst_kernels"])

@@ -26,6 +26,7 @@ def summarize(trace: Trace, top: int = 10) -> dict[str, Any]:
     cov = coverage(trace)
     return {
         "file": str(trace.path),
+        "prediction": prediction(trace),
         "origin": origin(trace),
         "format": trace_format(trace),
         "steps": steps(trace),
@@ -40,6 +41,16 @@ def summarize(trace: Trace, top: int = 10) -> dict[str, Any]:
         "profiler_overhead": profiler_overhead(trace),
         "warnings": warnings(trace, cov),
     }
+
+
+def prediction(trace: Trace) -> dict[str, Any] | None:
+    """For a trace ``scale`` wrote (its ``habitat_trace`` key): which GPU it predicts, from which origin and
+    input; None for a measured trace. (Its deviceProperties describe the target, so ``origin`` below is the
+    target GPU.)"""
+    info = trace.meta.get("habitat_trace")
+    if not isinstance(info, dict):
+        return None
+    return {k: info.get(k) for k in ("target", "origin", "input", "version")}
 
 
 def origin(trace: Trace) -> dict[str, Any]:
@@ -176,6 +187,9 @@ def _frac(mask: Any) -> float:
 
 def warnings(trace: Trace, cov: dict[str, Any]) -> list[str]:
     out = []
+    if prediction(trace):
+        out.append("a prediction written by habitat-trace scale, not a measurement: scale or compare the trace "
+                   "measured on the origin GPU instead")
     if trace.device_name is None:
         out.append("no deviceProperties: the origin GPU is unknown; pass --from when scaling")
     if len(trace.steps) == 0:

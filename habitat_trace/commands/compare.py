@@ -15,6 +15,7 @@ from habitat_trace.errors import HabitatTraceError
 
 FORMATS = ("table", "json", "csv")
 WIDTH = 160  # when piped: wide enough for the table (rich would use 80)
+WIDE = 150  # narrower consoles (a terminal, or COLUMNS) get the short layout: no methods column, short headers
 
 
 def parse_prices(prices: list[str]) -> dict[str, float]:
@@ -32,13 +33,15 @@ def parse_prices(prices: list[str]) -> dict[str, float]:
     return out
 
 
-def run(trace: Path, to: str, specs: Optional[Path], prices: list[str], fmt: str, plot: Optional[Path],
-        origin: Optional[str], whatif: Optional[dict[str, Any]] = None) -> None:
+def run(trace: Path, to: list[str] | str, specs: Optional[Path], prices: list[str], fmt: str,
+        plot: Optional[Path], origin: Optional[str], whatif: Optional[dict[str, Any]] = None,
+        host: Optional[Any] = None) -> None:
+    from habitat_trace.commands.common import target_names
+    from habitat_trace.scale.specs import load_catalog
+
     if fmt not in FORMATS:
         raise HabitatTraceError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    names = [n.strip() for n in to.split(",") if n.strip()]
-    if not names:
-        raise HabitatTraceError("--to: name at least one GPU, e.g. --to H100,A100,L4")
+    names = target_names(to, load_catalog(specs))  # comma-separated, repeated or "all"; unknown names fail here
     if Path(trace).is_dir():  # one trace per rank: joint replay (commands/ranks.py)
         from habitat_trace.commands import ranks
 
@@ -48,7 +51,7 @@ def run(trace: Path, to: str, specs: Optional[Path], prices: list[str], fmt: str
         from habitat_trace.commands.plot import check_plot_path
 
         check_plot_path(plot)
-    table = _compute(trace, names, specs, overrides, origin)
+    table = _compute(trace, names, specs, overrides, origin, host)
     if plot is not None:
         from habitat_trace.commands.plot import plot_compare
 
@@ -63,11 +66,12 @@ def run(trace: Path, to: str, specs: Optional[Path], prices: list[str], fmt: str
 
 
 def _compute(trace: Path, names: list[str], specs: Optional[Path], overrides: dict[str, float],
-             origin: Optional[str]) -> Any:
+             origin: Optional[str], host: Optional[Any] = None) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from habitat_trace.analysis.compare import compare
+    from habitat_trace.commands.common import quiet
     from habitat_trace.ingest import load
     from habitat_trace.scale.specs import load_catalog
 
@@ -75,7 +79,7 @@ def _compute(trace: Path, names: list[str], specs: Optional[Path], overrides: di
         load_catalog(specs).resolve(name)
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    with Progress(*columns, console=Console(stderr=True), transient=True, disable=quiet()) as bar:
         task = bar.add_task(f"reading {Path(trace).name}", total=len(names) + 2)
         loaded = load(trace)
         bar.update(task, advance=1, description="predicting and replaying")
@@ -83,7 +87,10 @@ def _compute(trace: Path, names: list[str], specs: Optional[Path], overrides: di
         def done(gpu: str) -> None:
             bar.update(task, advance=1, description=f"done {gpu}")
 
-        return compare(loaded, names, specs=specs, prices=overrides, origin=origin, progress=done)
+        from habitat_trace import pipeline
+
+        return compare(loaded, names, specs=specs, prices=overrides, origin=origin, progress=done,
+                       host=host or pipeline.Host())
 
 
 def records(table: Any) -> list[dict[str, Any]]:
@@ -125,27 +132,52 @@ def _fmt(value: Optional[float], spec: str) -> str:
 
 
 def print_table(table: Any) -> None:
+    import os
+
+    from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from habitat_trace.analysis.memory import CONTEXT_GIB, FRAGMENTATION_FACTOR
 
     rows = records(table)
-    t = Table(title="predicted steady-state iteration per GPU (first row: origin, measured)", title_justify="left")
-    for c in ("GPU", "iteration ms", "GPU busy ms", "speed-up", "bound", "$/h", "$ / 1k it", "peak GiB", "fits",
-              "methods (share of GPU time)"):
-        t.add_column(c, justify="left" if c in ("GPU", "bound", "fits", "methods (share of GPU time)") else "right")
+    console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else WIDTH)
+    wide = console.width >= WIDE
+    full = ("GPU", "iteration ms", "GPU busy ms", "speed-up", "bound", "$/h", "$ / 1k it", "peak GiB", "fits",
+            "methods (share of GPU time)")
+    # 80 columns: short headers, no methods and no $/h ($ / 1k it is the figure that compares), so that a GPU
+    # name like "H100 SXM5 80GB" still fits on one line
+    short = {"iteration ms": "iter ms", "GPU busy ms": "busy ms", "$ / 1k it": "$/1k it", "peak GiB": "GiB"}
+    shown = full if wide else tuple(c for c in full if c not in ("$/h", "methods (share of GPU time)"))
+    cells = []
     for i, r in enumerate(rows):
         methods = ", ".join(f"{k} {v:.0%}" for k, v in sorted(r["method_share"].items(), key=lambda kv: -kv[1]))
-        t.add_row(r["gpu"] + (" (origin)" if i == 0 else ""), f"{r['iteration_ms']:.2f}", f"{r['gpu_busy_ms']:.2f}",
-                  f"{r['speedup']:.2f}x", r["bound"], _fmt(r["usd_per_hour"], ".3f"),
-                  _fmt(r["usd_per_1k_iterations"], ".4f"), f"{r['peak_memory_gib']:.1f}", "yes" if r["fits_memory"]
-                  else "[red]no[/red]", methods)
-    console = Console(width=None if sys.stdout.isatty() else WIDTH)
+        gpu = r["gpu"] + (" (origin)" if i == 0 and wide else "")  # narrow: the title says the first row is it
+        cell = dict(zip(full, (gpu, f"{r['iteration_ms']:.2f}", f"{r['gpu_busy_ms']:.2f}", f"{r['speedup']:.2f}x",
+                               r["bound"], _fmt(r["usd_per_hour"], ".3f"), _fmt(r["usd_per_1k_iterations"], ".4f"),
+                               f"{r['peak_memory_gib']:.1f}", "yes" if r["fits_memory"] else "[red]no[/red]",
+                               methods)))
+        cells.append([cell[c] for c in shown])
+    t = Table(title="predicted steady-state iteration per GPU (first row: origin, measured)", title_justify="left",
+              box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD, pad_edge=wide)
+    for j, c in enumerate(shown):
+        # every figure keeps its widest cell (80 columns cut "121.…"); only GPU names and methods fold
+        text = c in ("GPU", "bound", "fits", full[-1])
+        folds = c in ("GPU", full[-1])
+        head = c if wide else short.get(c, c)
+        t.add_column(head, justify="left" if text else "right", no_wrap=not folds, overflow="fold",
+                     min_width=None if folds else max([len(head)] + [Text.from_markup(row[j]).cell_len
+                                                                      for row in cells]))
+    for row in cells:
+        t.add_row(*row)
     console.print(t)
     source = rows[0]["memory_source"] if rows else "estimate"
     console.print(f"peak memory: {'recorded ([memory] events)' if source == 'trace' else 'estimated from op shapes'};"
                   f" fits = peak x {FRAGMENTATION_FACTOR} + {CONTEXT_GIB:g} GiB <= the GPU's memory")
+    if not wide:
+        console.print(f"Narrower than {WIDE} columns: the $/h and methods columns are left out (--format json or "
+                      "csv has them)")
     prices = sorted({f"{r['gpu']}: {r['price_source']}" for r in rows if r["price_source"]})
     if prices:
         console.print("prices (on-demand, per GPU): " + "; ".join(prices), soft_wrap=True)

@@ -14,10 +14,14 @@ WIDTH = 160  # when piped: wide enough for kernel and op names (rich would use 8
 def run(path: Path, fmt: str = "table", top: int = 10) -> None:
     if fmt not in FORMATS:
         raise HabitatTraceError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    from habitat_trace.commands.common import progress
     from habitat_trace.ingest import load
     from habitat_trace.analysis.report import summarize
 
-    summary = summarize(load(path), top=top)
+    with progress(f"reading {Path(path).name}") as step:
+        loaded = load(path)
+        step("summarizing")
+        summary = summarize(loaded, top=top)
     if fmt == "json":
         import orjson
 
@@ -34,7 +38,11 @@ def print_tables(s: dict[str, Any]) -> None:
     console = Console(width=None if sys.stdout.isatty() else WIDTH)
     o, f = s["origin"], s["format"]
     console.print(f"[bold]{s['file']}[/bold]")
-    console.print(f"origin GPU: {o['name'] or 'unknown (no deviceProperties)'}"
+    if s.get("prediction"):
+        p = s["prediction"]
+        console.print(f"[bold]a prediction[/bold] by habitat-trace {p['version']} for {p['target']} from a trace "
+                      f"recorded on {p['origin']} ({p['input']}); its kernel times are predicted, not measured")
+    console.print(f"{'GPU' if s.get('prediction') else 'origin GPU'}: {o['name'] or 'unknown (no deviceProperties)'}"
                   + (f", {o['sms']} SMs, cc {o['compute_capability']}" if o["sms"] else "")
                   + f"; devices {o['devices_in_trace']}, streams {s['kernels']['streams']}")
     console.print("format: " + ", ".join(f"{k}={v}" for k, v in f.items()))

@@ -1,18 +1,23 @@
 """``plot_compare(table, path)``: a PNG of a ``compare`` table — iteration time and cost per 1k iterations per GPU.
 
 matplotlib (the ``plot`` extra) is imported here only, with the Agg backend (no display needed). The PNG is
-written to a temporary file in the target directory and renamed over ``path``: no half-written file.
+written by ``emit.writer.write_bytes`` (temporary file renamed over ``path``, mode 0666 & ~umask like the traces).
+The time axis is logarithmic when the slowest GPU is more than ``LOG_RATIO`` times the fastest (a T4 at 2,894 ms
+squashed the H100/H200/B200 bars into slivers); a GPU whose peak memory does not fit is hatched in both panels.
 """
 from __future__ import annotations
 
+import io
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from habitat_trace.errors import HabitatTraceError, OutputError
 
 ORIGIN_COLOR, TARGET_COLOR, MISSING_COLOR = "#d62728", "#1f77b4", "#bbbbbb"
+LOG_RATIO = 10.0  # slowest / fastest above which bars on a linear axis leave the fast GPUs unreadable
+NO_FIT = "does not fit memory"
+NO_FIT_HATCH = "//"
 
 
 def check_plot_path(path: Path) -> None:
@@ -22,6 +27,9 @@ def check_plot_path(path: Path) -> None:
         raise OutputError(f"{path}: --plot writes a PNG; give a path ending in .png")
     if not path.parent.resolve().is_dir():
         raise OutputError(f"{path}: directory {path.parent} does not exist; create it first")
+    if not os.access(path.parent.resolve(), os.W_OK | os.X_OK):
+        raise OutputError(f"{path}: directory {path.parent} is not writable; fix its permissions or choose another "
+                          "--plot")
     _pyplot()
 
 
@@ -37,41 +45,48 @@ def _pyplot() -> Any:
 
 
 def plot_compare(table: Any, path: Path, title: str = "") -> None:
+    from habitat_trace.emit.writer import write_bytes
+
+    plt = _pyplot()
+    fig = compare_figure(table, title)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    write_bytes(buf.getvalue(), Path(path))
+
+
+def compare_figure(table: Any, title: str = "") -> Any:
+    """The figure: iteration time (log axis when the range is wide) and cost per 1k iterations per GPU."""
     plt = _pyplot()
     names = [f"{g} (origin)" if i == 0 else str(g) for i, g in enumerate(table["gpu"])]
     colors = [ORIGIN_COLOR] + [TARGET_COLOR] * (len(names) - 1)
-    fig, (ax_t, ax_c) = plt.subplots(1, 2, figsize=(11, 0.5 * len(names) + 1.8), sharey=True)
+    fits = [bool(f) for f in table["fits_memory"]]
+    hatches = ["" if f else NO_FIT_HATCH for f in fits]
+    fig, (ax_t, ax_c) = plt.subplots(1, 2, figsize=(11, 0.32 * len(names) + 2.2), sharey=True, layout="constrained")
     y = list(range(len(names)))
-    ax_t.barh(y, table["iteration_ms"], color=colors)
-    for i, (ms, bound) in enumerate(zip(table["iteration_ms"], table["bound"])):
-        ax_t.annotate(f" {ms:.1f} ms" + (" (launch-bound)" if bound == "launch" else ""), (ms, i), va="center",
-                      fontsize=8)
-    ax_t.set_xlabel("predicted iteration time (ms)")
+    ms = table["iteration_ms"].astype(float)
+    log = ms.min() > 0 and ms.max() / ms.min() > LOG_RATIO
+    ax_t.barh(y, ms, color=colors, hatch=hatches, edgecolor="white")
+    for i, (t, bound, ok) in enumerate(zip(ms, table["bound"], fits)):
+        note = (" (launch-bound)" if bound == "launch" else "") + ("" if ok else f" ({NO_FIT})")
+        ax_t.annotate(f" {t:,.1f} ms{note}", (t, i), va="center", fontsize=8)
+    if log:
+        ax_t.set_xscale("log")
+    ax_t.set_xlabel("predicted iteration time, ms" + (" (log scale)" if log else "") + ": lower is better")
     ax_t.set_yticks(y, names)
     ax_t.invert_yaxis()
     cost = table["usd_per_1k_iterations"].astype(float)
     known = cost.notna()
-    ax_c.barh(y, cost.fillna(0.0), color=[c if k else MISSING_COLOR for c, k in zip(colors, known)])
-    for i, (c, ok, fitsmem) in enumerate(zip(cost, known, table["fits_memory"])):
+    ax_c.barh(y, cost.fillna(0.0), color=[c if k else MISSING_COLOR for c, k in zip(colors, known)], hatch=hatches,
+              edgecolor="white")
+    for i, (c, ok, fitsmem) in enumerate(zip(cost, known, fits)):
         label = f" ${c:.3f}" if ok else " no price"
-        ax_c.annotate(label + ("" if fitsmem else " (does not fit memory)"), (c if ok else 0.0, i), va="center",
-                      fontsize=8)
-    ax_c.set_xlabel("cost per 1,000 iterations (USD, on-demand)")
+        ax_c.annotate(label + ("" if fitsmem else f" ({NO_FIT})"), (c if ok else 0.0, i), va="center", fontsize=8)
+    ax_c.set_xlabel("cost per 1,000 iterations, USD on-demand: lower is better")
     for ax in (ax_t, ax_c):
-        ax.margins(x=0.3)
+        ax.margins(x=0.35)
         ax.grid(axis="x", alpha=0.3)
-    fig.suptitle(title or "habitat-trace compare", fontsize=10)
-    fig.tight_layout()
-    _save_atomic(fig, Path(path))
-    plt.close(fig)
-
-
-def _save_atomic(fig: Any, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=120)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    if log:  # margins() works in data units; on a log axis leave room for the labels by hand
+        ax_t.set_xlim(ms.min() / 2, ms.max() * 30)
+    fig.suptitle(title or "habitat-trace compare", fontsize=10)  # constrained layout keeps it above the axes
+    return fig

@@ -2,7 +2,8 @@
 
 Several ``--to``: OUT must be an existing directory (nothing is created, so a typo cannot scatter
 files); each target is written as ``<stem>.<gpu-slug>.pt.trace.json.gz`` (TensorBoard lists them as
-workers). One ``--to``: OUT is the file (gzip when it ends in .gz), or an existing directory.
+workers). One ``--to``: OUT is the file (gzip when it ends in .gz), ``-`` for stdout (plain JSON; the
+summary line then goes to stderr), or an existing directory. ``--to`` takes comma-separated names or ``all``.
 """
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ def stem(path: Path) -> str:
 
 
 def output_paths(trace_path: Path, out: Path, targets: list[str]) -> list[Path]:
+    if str(out) == "-":
+        if len(targets) > 1:
+            raise OutputError("-o - writes one trace to stdout; for several --to give an existing directory")
+        return [out]
     if len(targets) > 1 or out.is_dir():
         if not out.is_dir():
             raise OutputError(f"{out}: with several --to, -o must be an existing directory; create it first")
@@ -40,27 +45,34 @@ def output_paths(trace_path: Path, out: Path, targets: list[str]) -> list[Path]:
 def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Optional[str],
         whatif: Optional[dict[str, Any]] = None, host: Optional[pipeline.Host] = None) -> None:
     from habitat_trace import pipeline
-    from habitat_trace.emit.writer import check_output, write_trace
+    from habitat_trace.commands.common import note, progress, target_names, warn
+    from habitat_trace.emit.writer import check_output, is_stdout, write_trace
     from habitat_trace.ingest import load
     from habitat_trace.scale.collective import with_deployment
     from habitat_trace.scale.specs import load_catalog
 
     catalog = load_catalog(specs)
-    targets = [with_deployment(catalog.resolve(name), **(whatif or {})) for name in to]  # unknown names fail first
+    targets = [with_deployment(catalog.resolve(name), **(whatif or {}))
+               for name in target_names(to, catalog)]  # unknown names fail before any work
     paths = output_paths(Path(trace), Path(out), [t.name for t in targets])
     for p in paths:
         check_output(p, (Path(trace),))
-    loaded = load(trace)
-    src = pipeline.resolve_origin(loaded, catalog, origin)
-    info = {"input": str(trace), "specs_file": str(specs) if specs else None}
-    clock = pipeline.host_clock(loaded, host or pipeline.Host())
-    base = pipeline.headline(pipeline.scale(loaded, src, src, clock=clock))
-    for target, path in zip(targets, paths):
-        scaled = pipeline.scale(loaded, src, target, clock=clock)
-        for w in scaled.prediction.warnings:  # they also travel with the output (habitat_trace.warnings)
-            typer.echo(f"warning: {target.name}: {w}", err=True)
-        written = write_trace(loaded, scaled.timeline, scaled.prediction, path, info)
-        typer.echo(describe(base, scaled, written))
+    # the input by file name only: an absolute path leaks the user's directories when the output is shared
+    info = {"input": Path(trace).name, "specs_file": Path(specs).name if specs else None}
+    with progress(f"reading {Path(trace).name}") as step:
+        loaded = load(trace)
+        src = pipeline.resolve_origin(loaded, catalog, origin)
+        step("estimating the profiler's overhead")
+        clock = pipeline.host_clock(loaded, host or pipeline.Host())
+        base = pipeline.headline(pipeline.scale(loaded, src, src, clock=clock))
+        for target, path in zip(targets, paths):
+            step(f"{target.name}: predicting {len(loaded.gpu)} GPU events from {src.name} and replaying")
+            scaled = pipeline.scale(loaded, src, target, clock=clock)
+            for w in scaled.prediction.warnings:  # they also travel with the output (habitat_trace.warnings)
+                warn(f"{target.name}: {w}")
+            step(f"{target.name}: writing {'stdout' if is_stdout(path) else path.name}")
+            written = write_trace(loaded, scaled.timeline, scaled.prediction, path, info)
+            note(describe(base, scaled, Path("stdout") if is_stdout(written) else written), err=is_stdout(written))
 
 
 def describe(base: tuple[float, float, str], scaled: pipeline.Scaled, path: Path) -> str:

@@ -11,10 +11,13 @@ from habitat_trace.errors import HabitatTraceError
 def run(predicted: Path, measured: Path, fmt: str, top: int) -> None:
     if fmt not in ("table", "json"):
         raise HabitatTraceError(f"--format {fmt!r}: use table or json")
+    from habitat_trace.commands.common import warn
     from habitat_trace.ingest import load
     from habitat_trace.analysis.validate import validate
 
     report = validate(load(predicted), load(measured), top=top)
+    for w in report["warnings"]:
+        warn(w)
     if fmt == "json":
         import orjson
 
@@ -32,7 +35,7 @@ def _print(r: dict) -> None:
     for col in ("figure", "predicted ms", "measured ms", "error"):
         t.add_column(col, justify="right" if col != "figure" else "left")
     for k, v in r["step"].items():
-        t.add_row(k.removesuffix("_ns"), f"{v['predicted_ms']:.3f}", f"{v['measured_ms']:.3f}", f"{v['error_pct']:+.1f}%")
+        t.add_row(k, f"{v['predicted_ms']:.3f}", f"{v['measured_ms']:.3f}", f"{v['error_pct']:+.1f}%")
     c.print(t)
     for what in ("ops", "kernels"):
         s = r[what]

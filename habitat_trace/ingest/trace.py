@@ -287,7 +287,7 @@ def _check_times(path: Path, what: str, df: pd.DataFrame, events: Sequence[Any])
 
 
 def _refuse_amd(path: Path, devices: list[dict], hip_calls: bool) -> None:
-    names = " ".join(str(d.get("name", "")) for d in devices)
+    names = ", ".join(dict.fromkeys(str(d.get("name", "")) for d in devices))  # each name once, not per device
     if hip_calls or "AMD" in names or "Radeon" in names or "Instinct" in names:
         raise UnsupportedTraceError(
             f"{path}: AMD/ROCm trace ({names or 'hip runtime calls'}); habitat-trace models NVIDIA GPUs only "

@@ -91,7 +91,9 @@ def _predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
     bounded = library & np.isfinite(floor)
     t_t = np.where(bounded, np.maximum(t_t, floor), t_t)
     dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
-    return Prediction(origin, target, dur, method, reason, warnings=_warnings(no_params, is_copy), facts=facts)
+    warnings = (*_warnings(no_params, is_copy), *_precision_warnings(g, facts.pipe, origin, target),
+                *_shape_warnings(trace))
+    return Prediction(origin, target, dur, method, reason, warnings=warnings, facts=facts)
 
 
 def _learned_gemm_ns(trace: Tables, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, t_o: np.ndarray) -> np.ndarray:
@@ -155,6 +157,30 @@ def _warnings(no_params: np.ndarray, is_copy: np.ndarray) -> tuple[str, ...]:
     k = int((no_params & ~is_copy).sum())
     return (f"{k} kernels have no valid launch parameters; scaled as a grid of many full waves (method "
             "'fallback': compute side by SMs x per-SM peak, memory side by bandwidth)",) if k else ()
+
+
+def _precision_warnings(g: pd.DataFrame, pipe: np.ndarray, origin: GpuSpec, target: GpuSpec) -> tuple[str, ...]:
+    """A tensor dtype the origin has and the target lacks runs at the target's FP32 CUDA-core rate
+    (GpuSpec.tensor_peak_tflops): say so, with the share of the origin's GPU time it covers."""
+    out = []
+    dur = g[S.DUR].to_numpy().astype(np.float64)
+    total = max(float(dur.sum()), 1.0)
+    for dtype in sorted({str(p) for p in pipe} - {"fp32"}):
+        if dtype in origin.tensor_tflops and dtype not in target.tensor_tflops:
+            rows = pipe == dtype
+            out.append(f"{int(rows.sum())} kernels ({dur[rows].sum() / total:.0%} of the origin's GPU time) run "
+                       f"{dtype} on tensor cores; {target.name} has no {dtype} tensor path, so they are predicted at "
+                       f"its FP32 rate ({target.fp32_tflops:g} TFLOP/s): run the model in a dtype it has")
+    return tuple(out)
+
+
+def _shape_warnings(trace: Tables) -> tuple[str, ...]:
+    ops = trace.ops
+    dims = ops[S.INPUT_DIMS].to_numpy(dtype=object) if len(ops) else np.array([], dtype=object)
+    if len(trace.gpu) and not any(d is not None and len(d) for d in dims):
+        return ("no input shapes recorded (profile with record_shapes=True): op FLOPs and bytes are unknown, so γ "
+                "takes class defaults and library kernels get no roofline bound",)
+    return ()
 
 
 def kernel_facts(trace: Tables, origin: GpuSpec, target: GpuSpec) -> KernelFacts:
