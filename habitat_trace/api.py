@@ -144,9 +144,11 @@ class Trace:
                              "warnings": list(p.warnings)}
         return out
 
-    def scale(self, to: str = "A100", specs: str | Path | None = None, origin: Optional[str] = None) -> "Trace":
+    def scale(self, to: str = "A100", specs: str | Path | None = None, origin: Optional[str] = None,
+              cpu_speed: float = 1.0, keep_profiler_overhead: bool = False) -> "Trace":
         """The trace as it would run on GPU ``to`` (catalog name or alias; ``specs``: an extra catalog TOML;
-        ``origin``: the recording GPU when deviceProperties do not name a catalog GPU).
+        ``origin``: the recording GPU when deviceProperties do not name a catalog GPU; ``cpu_speed`` and
+        ``keep_profiler_overhead``: the target's host, as the CLI's --cpu-speed and --keep-profiler-overhead).
 
         >>> t = load("tests/data/mlp_b32_fp32.pt.trace.json.gz")
         >>> l4 = t.scale(to="L4")
@@ -158,8 +160,8 @@ class Trace:
         catalog = load_catalog(Path(specs) if specs else None)
         target = catalog.resolve(to)
         src = self._origin(catalog, origin)
-        scaled = pipeline.scale(self.tables, src, target)
-        info = {"input": str(self.path), "specs_file": str(specs) if specs else None}
+        scaled = pipeline.scale(self.tables, src, target, pipeline.Host(cpu_speed, keep_profiler_overhead))
+        info = {"input": self.path.name, "specs_file": Path(specs).name if specs else None, **scaled.record()}
         return Trace(target_tables(scaled, info), scaled.prediction, scaled.timeline, self.tables, info)
 
     def write(self, path: str | Path) -> Path:
@@ -191,11 +193,15 @@ def target_tables(scaled: pipeline.Scaled, spec_info: dict[str, Any]) -> Tables:
     table keeps its rows and links (the replay maps CPU times monotonically, so nesting and step membership
     hold), with the target's times; deviceProperties and the ``habitat_trace`` record as ``write`` writes them.
     The raw events stay the origin's: ``raw_ts_ns``/``raw_dur_ns`` say which times they hold."""
-    from habitat_trace.emit.writer import habitat_block, target_devices
+    from habitat_trace.emit.writer import habitat_block, target_devices, target_occupancy_args
 
     t, tl = scaled.tables, scaled.timeline
     calls = _retimed(t.calls, tl)
     gpu = _retimed(t.gpu, tl)
+    if not (np.asarray(scaled.prediction.method) == "identity").all():  # Kineto's launch statistics, on the target
+        bpsm, wpsm, occ, had = target_occupancy_args(t.gpu, scaled.target)
+        for col, v in ((S.CUPTI_BLOCKS_PER_SM, bpsm), (S.CUPTI_WARPS_PER_SM, wpsm), (S.CUPTI_OCCUPANCY, occ)):
+            gpu[col] = np.where(had, v, gpu[col].to_numpy())
     launch = gpu[S.LAUNCH].to_numpy()
     has = launch != S.NONE
     if len(calls):

@@ -144,7 +144,7 @@ def _scale(original: Path, worker: str, stamp: int, out_dir: Path, targets: list
     for tag, target in targets:
         scaled = pipeline.scale(trace, src, target)
         out = out_dir / f"{worker}@{tag}.{stamp}{TRACE_SUFFIX}"
-        info = {"input": str(original), "worker": f"{worker}@{tag}", **spec_info}
-        written.append(write_trace(trace, scaled.timeline, scaled.prediction, out, info))
+        info = {"input": original.name, "worker": f"{worker}@{tag}", **spec_info}
+        written.append(write_trace(trace, scaled.timeline, scaled.prediction, out, {**info, **scaled.record()}))
         log.info("habitat-trace: wrote %s (%s -> %s)", out, src.name, target.name)
     return written

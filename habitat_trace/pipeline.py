@@ -54,6 +54,7 @@ class HostClock:
     calibration: float = 1.0  # the factor the overhead model's costs were scaled by to meet it
     evidence: Optional[overhead.Evidence] = None
     warnings: tuple[str, ...] = field(default=())
+    removed_before: bool = False  # the trace is one we wrote with the overhead already removed
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,19 @@ class Scaled:
 
     def step_figures(self) -> StepFigures:
         return replayed_step_figures(self.tables, self.timeline)
+
+    def record(self) -> dict[str, object]:
+        """What the written trace's ``habitat_trace`` header says of the host (so that scaling the output again
+        does not remove the profiler's overhead twice)."""
+        hc = self.host
+        per_step = hc.overhead_per_step_ns
+        return {"host": {
+            "profiler_overhead_removed": not hc.clock.is_identity and len(hc.clock.at_ns) > 0 or hc.removed_before,
+            "profiler_overhead_ms_per_step": float(np.mean(per_step)) / 1e6 if len(per_step) else 0.0,
+            "cpu_speed": hc.clock.speed,
+            "measured_unprofiled_step_ms": None if hc.measured_step_ns is None else hc.measured_step_ns / 1e6,
+            "calibration": hc.calibration,
+        }}
 
 
 def catalog_gpu(catalog: Catalog, device_name: Optional[str]) -> Optional[GpuSpec]:
@@ -114,10 +128,11 @@ def host_clock(tables: Tables, host: Host = Host()) -> HostClock:
     measured = measured_step_ns(tables)
     timed = tables.event_ts_ns[tables.event_ts_ns != NO_TIME]
     start = int(tables.steps[S.TS].min()) if len(tables.steps) else int(timed.min(initial=0))
-    if host.keep_profiler_overhead:
+    removed_before = overhead_removed(tables)
+    if host.keep_profiler_overhead or removed_before:
         empty = np.zeros(0, dtype=np.int64)
         return HostClock(CpuClock.from_knots(empty, empty, start, host.cpu_speed),
-                         np.zeros(len(tables.steps), dtype=np.int64), measured)
+                         np.zeros(len(tables.steps), dtype=np.int64), measured, removed_before=removed_before)
     est = overhead.estimate(tables, one_clock=True)
     factor = 1.0
     if measured is not None and len(tables.steps):
@@ -127,6 +142,13 @@ def host_clock(tables: Tables, host: Host = Host()) -> HostClock:
     starts, cum = est.knots(0)
     return HostClock(CpuClock.from_knots(starts, cum, start, host.cpu_speed), est.per_step_ns, measured, factor,
                      est.evidence, est.warnings)
+
+
+def overhead_removed(tables: Tables) -> bool:
+    """True for a trace habitat-trace wrote with the profiler's overhead already removed (Scaled.record)."""
+    block = tables.meta.get("habitat_trace")
+    host = block.get("host") if isinstance(block, dict) else None
+    return isinstance(host, dict) and host.get("profiler_overhead_removed") is True
 
 
 def _calibration(tables: Tables, est: overhead.OverheadEstimate, measured_ns: float) -> float:

@@ -31,7 +31,9 @@ def _same_table(a: pd.DataFrame, b: pd.DataFrame) -> None:
 def test_api_scaled_tables_equal_the_written_trace_reread(tmp_path: Path) -> None:
     """Trace.scale builds the target tables from the origin's and the timeline (no JSON rendered and parsed
     again); they must be what reading the written file gives, table by table."""
-    scaled = habitat_trace.load(MLP_FIXTURE).scale(to="L4")
+    # with the profiler's overhead kept: removing it collapses some ops to zero length, and re-reading a file
+    # re-derives the op links from those ties where the in-memory tables keep the origin's (more precise) links
+    scaled = habitat_trace.load(MLP_FIXTURE).scale(to="L4", keep_profiler_overhead=True)
     reread = ingest_load(scaled.write(tmp_path / "l4.pt.trace.json.gz"))
     mine = scaled.tables
     for name in ("gpu", "ops", "calls", "steps", "syncs", "gpu_annotations", "flows", "memory"):
@@ -47,20 +49,31 @@ def test_rescaling_an_output_works_from_the_cli_and_the_api_alike(tmp_path: Path
     is not in the catalog") while the API's own origin rule accepted the catalog name an output carries."""
     a100 = tmp_path / "mlp.a100.pt.trace.json.gz"
     run = [sys.executable, "-m", "habitat_trace", "scale"]
-    first = subprocess.run([*run, str(MLP_FIXTURE), "--to", "A100", "-o", str(a100)], capture_output=True, text=True)
+    keep = ["--keep-profiler-overhead"]  # exact equality below: see the test above
+    first = subprocess.run([*run, str(MLP_FIXTURE), "--to", "A100", "-o", str(a100), *keep], capture_output=True,
+                           text=True)
     assert first.returncode == 0, first.stderr
     back_cli = tmp_path / "back_cli.pt.trace.json.gz"
-    second = subprocess.run([*run, str(a100), "--to", "H100", "-o", str(back_cli)], capture_output=True, text=True)
+    second = subprocess.run([*run, str(a100), "--to", "H100", "-o", str(back_cli), *keep], capture_output=True,
+                            text=True)
     assert second.returncode == 0, second.stderr
     assert "A100 SXM4 80GB -> H100 SXM5 80GB" in second.stdout
     # the API, from the written file and from the in-memory scaled trace, writes the same events
-    back_file = habitat_trace.load(a100).scale(to="H100").write(tmp_path / "back_file.pt.trace.json.gz")
-    back_mem = habitat_trace.load(MLP_FIXTURE).scale(to="A100").scale(to="H100").write(tmp_path / "back_mem.json")
+    back_file = habitat_trace.load(a100).scale(to="H100", keep_profiler_overhead=True).write(
+        tmp_path / "back_file.pt.trace.json.gz")
+    back_mem = habitat_trace.load(MLP_FIXTURE).scale(to="A100", keep_profiler_overhead=True).scale(
+        to="H100", keep_profiler_overhead=True).write(tmp_path / "back_mem.json")
     kernels = [habitat_trace.load(p).kernels for p in (back_cli, back_file, back_mem)]
     for k in kernels[1:]:
         assert np.array_equal(k["start_ns"].to_numpy(), kernels[0]["start_ns"].to_numpy())
         assert np.array_equal(k["dur_ns"].to_numpy(), kernels[0]["dur_ns"].to_numpy())
     assert habitat_trace.load(back_mem).gpu == "H100 SXM5 80GB"
+    # by default the overhead is removed once: an output says so, and scaling it again removes nothing more
+    default = tmp_path / "default.pt.trace.json.gz"
+    assert subprocess.run([*run, str(MLP_FIXTURE), "--to", "A100", "-o", str(default)]).returncode == 0
+    assert pipeline.overhead_removed(ingest_load(default))
+    again = pipeline.host_clock(ingest_load(default))
+    assert again.clock.is_identity and again.removed_before
 
 
 def test_one_origin_rule() -> None:
@@ -85,7 +98,8 @@ def test_scaled_carries_the_engine_facts_once() -> None:
     scaled = pipeline.scale(tables, catalog.resolve("H100"), catalog.resolve("L4"))
     facts = scaled.prediction.facts
     assert facts is not None and len(facts.gamma) == len(tables.gpu)
-    identity = pipeline.scale(tables, catalog.resolve("H100"), catalog.resolve("H100"))
+    identity = pipeline.scale(tables, catalog.resolve("H100"), catalog.resolve("H100"),
+                              pipeline.Host(keep_profiler_overhead=True))
     assert identity.prediction.facts is None
     assert np.array_equal(identity.timeline.gpu_start_ns, tables.gpu[S.TS].to_numpy())
 

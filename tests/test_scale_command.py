@@ -59,7 +59,7 @@ def test_one_target(fakes: None, tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["scale", str(FIXTURE), "--to", "L4", "-o", str(out)])
     assert res.exit_code == 0, res.output
     lines = res.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("H100 SXM5 80GB -> L4: step GPU busy") and str(out) in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("H100 SXM5 80GB -> L4: iteration") and str(out) in lines[0]
     assert load(out).devices[0]["name"] == "L4"
 
 

@@ -91,7 +91,8 @@ def scale_one(trace: Path, to: list[str], out: Path, specs: Optional[Path], orig
             scaled = pipeline.scale(loaded, src, target)
             prediction, timeline = scaled.prediction, scaled.timeline
             path = out / f"{stem(trace)}.{slug(target.name)}.pt.trace.json.gz"
-            write_trace(loaded, timeline, prediction, path, {"input": str(trace), "specs_file": str(specs or "")})
+            write_trace(loaded, timeline, prediction, path, {"input": trace.name, "specs_file": Path(specs).name if specs
+                                                             else None, **scaled.record()})
             it = iteration_figures(loaded, timeline)[0]
             rows.append({"trace": trace.name, "rank": info.rank if info else None, "origin": src.name,
                          "target": target.name, "origin_iteration_ms": base, "iteration_ms": it,

@@ -71,7 +71,7 @@ def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Op
             for w in scaled.prediction.warnings:  # they also travel with the output (habitat_trace.warnings)
                 warn(f"{target.name}: {w}")
             step(f"{target.name}: writing {'stdout' if is_stdout(path) else path.name}")
-            written = write_trace(loaded, scaled.timeline, scaled.prediction, path, info)
+            written = write_trace(loaded, scaled.timeline, scaled.prediction, path, {**info, **scaled.record()})
             note(describe(base, scaled, Path("stdout") if is_stdout(written) else written), err=is_stdout(written))
 
 
