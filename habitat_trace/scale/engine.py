@@ -16,11 +16,11 @@ import pandas as pd
 
 from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
-from habitat_trace.scale import learned, occupancy, wave
+from habitat_trace.scale import crossarch, learned, occupancy, wave
 from habitat_trace.scale.cost import gemm_dims, op_cost, tensor_dtype_from_kernel
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
-from habitat_trace.scale.prediction import COPY, FALLBACK, IDENTITY, LEARNED, ROOFLINE_OP, WAVE, Prediction
+from habitat_trace.scale.prediction import COPY, FALLBACK, IDENTITY, LEARNED, ROOFLINE_OP, SUSTAINED, WAVE, Prediction
 
 # γ when an op's shapes were not recorded (no record_shapes, TensorList arguments): streaming kernels
 # are mostly bandwidth-bound, library kernels mostly not. Assumptions, not fits: see README "Method".
@@ -68,6 +68,11 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
     use_learned = np.isfinite(t_learned) & ~is_copy
     t_t = np.where(use_learned, t_learned, t_t)
     method[use_learned] = LEARNED
+    # FP32 GEMMs across architectures: the GPUs' sustained rates, not the per-SM datasheet peak ratio (crossarch)
+    t_sus = _sustained_gemm_ns(trace, origin, target, facts["pipe"], t_o)
+    use_sus = np.isfinite(t_sus) & ~is_copy & ~use_learned
+    t_t = np.where(use_sus, t_sus, t_t)
+    method[use_sus] = SUSTAINED
     # roofline floor for library kernels whose op cost is known: never faster than physics
     floor = facts["roofline_floor_ns"]
     bounded = library & np.isfinite(floor)
@@ -91,6 +96,21 @@ def _learned_gemm_ns(trace, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, 
     op = trace.gpu[S.OP].to_numpy()[rows]
     t_op = pd.Series(t_o[rows]).groupby(op).transform("sum").to_numpy()
     out[rows] = t_o[rows] * learned.gemm_time_ratios(m, n, k, b, "fp32", origin, target, t_op)
+    return out
+
+
+def _sustained_gemm_ns(trace, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, t_o: np.ndarray) -> np.ndarray:
+    """Target time of each FP32 (CUDA-core) GEMM kernel with recorded shapes from scale/crossarch, NaN elsewhere
+    (and everywhere when origin and target share an architecture). A kernel takes its time share of its op's cost."""
+    out = np.full(len(t_o), np.nan)
+    if not crossarch.applies(origin, target):
+        return out
+    rows, (b, m, n, k), op_dtype = gemm_kernel_shapes(trace, pipe == "fp32")
+    rows, b, m, n, k = rows[op_dtype == "fp32"], *(x[op_dtype == "fp32"] for x in (b, m, n, k))
+    share = _time_share_in_op(trace.gpu)[rows]
+    flops = 2.0 * b * m * n * k
+    nbytes = 4.0 * b * (m * k + k * n + m * n)
+    out[rows] = crossarch.gemm_ns(share * flops, share * nbytes, b, m, n, t_o[rows], origin, target)
     return out
 
 

@@ -15,9 +15,10 @@ IDENTITY = "identity"  # target == origin
 WAVE = "wave"  # wave scaling with gamma from the op's cost model
 ROOFLINE_OP = "roofline-op"  # library kernel (GEMM/conv/attention) scaled by a roofline bound
 LEARNED = "learned"  # library GEMM predicted by the learned model (scale/learned), roofline-bounded
+SUSTAINED = "sustained"  # FP32 GEMM across architectures from the GPUs' sustained rates (scale/crossarch)
 COPY = "copy"  # memcpy/memset: bandwidth ratio
 FALLBACK = "fallback"  # launch parameters missing: class-level rule (reason says why)
-METHODS = (IDENTITY, WAVE, ROOFLINE_OP, LEARNED, COPY, FALLBACK)
+METHODS = (IDENTITY, WAVE, ROOFLINE_OP, LEARNED, SUSTAINED, COPY, FALLBACK)
 
 
 @dataclass(frozen=True)

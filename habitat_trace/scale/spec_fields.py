@@ -33,6 +33,8 @@ EXTRA_GPU_KEYS: Mapping[str, str] = {
     "cpu_memory_gib": NUM, "fp64_tflops": NUM, "fp64_tensor_tflops": NUM, "fp16_nontensor_tflops": NUM,
     "fp16acc_tensor_tflops": NUM, "int8_tensor_tops": NUM, "fp4_tensor_tflops": NUM, "pcie_gen": INT,
     "nvlink_gbs": NUM, "nvlink_c2c_gbs": NUM,
+    # what large FP32 GEMMs sustain (power-limited clock, library efficiency) and where the number comes from
+    "fp32_gemm_sustained_tflops": NUM, "fp32_gemm_sustained_source": STR,
 }
 GPU_KEYS: Mapping[str, str] = {**REQUIRED_GPU_KEYS, **OPTIONAL_GPU_KEYS, **EXTRA_GPU_KEYS}
 PRICE_KEYS = ("price_usd_per_hour", "price_provider", "price_date")

@@ -1,0 +1,75 @@
+"""Across GPU architectures: FP32 library GEMMs from what each GPU *sustains*, not its datasheet peak (issue 17).
+
+Contract: ``gemm_ns(flops, nbytes, b, m, n, t_origin_ns, origin, target)`` returns each FP32 (CUDA-core) GEMM
+kernel's time on the target, or NaN where the law does not apply (``applies`` False: same architecture, or a GPU
+without a sustained rate in the catalog). Pure numpy; the engine calls it through one hook.
+
+Why: the wave law's compute factor is the ratio of per-SM datasheet peaks, which assumes every GPU's SGEMM reaches
+the same fraction of its peak. They do not: Hopper's SGEMM reaches ~0.77 of its doubled FP32 issue rate, Volta's
+~0.89, and the 70-75 W T4 and P4 (and L4) cannot hold their boost clock under sustained math (~0.4-0.55). The
+catalog key ``fp32_gemm_sustained_tflops`` holds what large GEMMs reach on each GPU (sourced per GPU;
+benchmarks/crossarch/fit_sustained.py for the NeuSight-measured ones and the H100).
+
+Law (per GEMM, dims B x M x N x K; the roofline of Williams et al., CACM 2009, with the *achievable* peaks;
+tile/wave quantization as in Habitat §4.1 and NeuSight's tile-and-wave model, arXiv 2407.13853 §4):
+    q_g       = W_g / ceil(W_g),  W_g = B · ceil(M/T) · ceil(N/T) / S_g         (last-wave efficiency, T = 128)
+    D_g       = max(FLOPs / (R_g · q_g), bytes / (η · BW_g))                    (R_g: sustained FP32 GEMM rate)
+    ratio     T_t = T_o · D_t / D_o        (the origin's measured time carries the shape's efficiency)
+    direct    T_t = D_t · (T_o / D_o)^0    (= D_t: the target's own roofline at its sustained rate)
+``MODE`` picks one; benchmarks/neusight_e2e.py measures both (README, docs/method.md "Across architectures").
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from habitat_trace.scale.gpu import GpuSpec
+
+SUSTAINED_KEY = "fp32_gemm_sustained_tflops"
+# Output tile for the wave count: cuBLAS SGEMM kernels tile C in 32..128-wide tiles (NeuSight's kernel names:
+# volta/ampere/maxwell_sgemm_128x64, 128x128, 32x128); as scale/learned/model.TILE.
+TILE = 128.0
+# DRAM efficiency for the bytes bound: the achievable fraction of datasheet bandwidth (wave.py measured 0.88-0.90
+# on H100/H200 copies; the same constant on every GPU keeps the bound a bound)
+DRAM_EFFICIENCY = 0.89
+RATIO, DIRECT = "ratio", "direct"
+MODE = RATIO
+
+
+def sustained_tflops(spec: GpuSpec) -> float:
+    """The GPU's sustained FP32 GEMM rate from the catalog, NaN when the catalog has none."""
+    v = spec.extra.get(SUSTAINED_KEY)
+    return float(v) if isinstance(v, (int, float)) and v > 0 else float("nan")
+
+
+def applies(origin: GpuSpec, target: GpuSpec) -> bool:
+    """Across architectures only (within one, the wave law is validated to a few %: README "Accuracy"), and only
+    between GPUs whose sustained rate is known."""
+    return (origin.architecture != target.architecture and np.isfinite(sustained_tflops(origin))
+            and np.isfinite(sustained_tflops(target)))
+
+
+def wave_efficiency(b, m, n, sms: float) -> np.ndarray:
+    """Share of the SM-time of the last wave a GEMM of B x M x N output tiles uses: W / ceil(W), 1 at many waves."""
+    w = np.asarray(b, float) * np.ceil(np.asarray(m, float) / TILE) * np.ceil(np.asarray(n, float) / TILE) / sms
+    return np.where(w > 0, w / np.maximum(np.ceil(w - 1e-9), 1.0), 1.0)
+
+
+def achievable_ns(flops, nbytes, b, m, n, spec: GpuSpec) -> np.ndarray:
+    """D_g: the GEMM's time on ``spec`` at its sustained rate with last-wave quantization, or its bytes at the
+    achievable DRAM bandwidth, whichever is longer (ns)."""
+    rate = sustained_tflops(spec) * 1e3 * wave_efficiency(b, m, n, spec.sms)  # FLOP/ns
+    return np.maximum(np.asarray(flops, float) / rate,
+                      np.asarray(nbytes, float) / (DRAM_EFFICIENCY * spec.memory_bandwidth_gbs))
+
+
+def gemm_ns(flops, nbytes, b, m, n, t_origin_ns, origin: GpuSpec, target: GpuSpec, mode: str = "") -> np.ndarray:
+    """Target time of FP32 GEMM kernels (``flops``/``nbytes``: the kernel's share of its op's cost); NaN where
+    ``applies`` is False."""
+    t_o = np.asarray(t_origin_ns, float)
+    if not applies(origin, target):
+        return np.full(t_o.shape, np.nan)
+    d_t = achievable_ns(flops, nbytes, b, m, n, target)
+    if (mode or MODE) == DIRECT:
+        return d_t
+    d_o = achievable_ns(flops, nbytes, b, m, n, origin)
+    return t_o * d_t / np.maximum(d_o, 1e-9)
