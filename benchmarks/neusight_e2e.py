@@ -16,6 +16,7 @@ script never reads them, and nothing in the model was fitted or chosen by them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import sys
@@ -27,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from habitat_trace.analysis.steps import replayed_step_figures, step_figures  # noqa: E402
 from habitat_trace.ingest import load  # noqa: E402
+from habitat_trace.scale import crossarch  # noqa: E402
 from habitat_trace.scale.engine import predict  # noqa: E402
 from habitat_trace.scale.specs import load_catalog  # noqa: E402
 from habitat_trace.timeline.replay import replay  # noqa: E402
@@ -77,6 +79,16 @@ def published_for(published: dict, gpu: str, workload: str) -> float | None:
     return published.get((gpu, f"{model}-{mode}-{batch}"))
 
 
+@contextlib.contextmanager
+def crossarch_mode(mode: str):
+    """Run the engine with scale/crossarch's other mode (ratio vs direct) for the comparison the issue asks for."""
+    saved, crossarch.MODE = crossarch.MODE, mode
+    try:
+        yield
+    finally:
+        crossarch.MODE = saved
+
+
 def busy_ms(trace, target) -> tuple[float, float]:
     """(origin, predicted) mean per-step GPU busy time in ms."""
     origin = load_catalog().for_device(trace.device_name)
@@ -84,6 +96,10 @@ def busy_ms(trace, target) -> tuple[float, float]:
     pred = predict(trace, origin, target)
     got = replayed_step_figures(trace, replay(trace, pred)).table.gpu_busy_ns.mean() / 1e6
     return base, got
+
+
+def other_mode() -> str:
+    return crossarch.RATIO if crossarch.MODE == crossarch.DIRECT else crossarch.DIRECT
 
 
 def run(shared: Path, heldout: bool = False, only: tuple[str, ...] = ()) -> tuple[list[dict], list[dict]]:
@@ -101,11 +117,14 @@ def run(shared: Path, heldout: bool = False, only: tuple[str, ...] = ()) -> tupl
             if (label_gpu, workload) not in labels:
                 continue
             base, got = busy_ms(trace, catalog.resolve(name))
+            with crossarch_mode(other_mode()):
+                _, got_other = busy_ms(trace, catalog.resolve(name))
             want = labels[(label_gpu, workload)]
             rows.append({"gpu": name, "workload": workload, "label_ms": want, "predicted_ms": got * drift,
                          "h100_busy_ms": base, "h100_ours_ms": ours[workload],
                          "h100_label_ms": labels[(H100_LABEL, workload)],
                          "error_pct": 100 * (got * drift / want - 1),
+                         f"error_pct_{other_mode()}": 100 * (got_other * drift / want - 1),
                          "neusight_error_pct": published_for(published, label_gpu, workload)})
         if heldout:
             for label_gpu, name in HELDOUT_GPUS.items():
@@ -116,25 +135,29 @@ def run(shared: Path, heldout: bool = False, only: tuple[str, ...] = ()) -> tupl
 
 
 def summary(rows: list[dict]) -> str:
-    out = ["| GPU | cells | mean abs error (ours) | worst | NeuSight published (same cells) |", "|---|---:|---:|---:|---:|"]
+    alt = other_mode()
+    out = [f"| GPU | cells | mean abs error (ours, {crossarch.MODE}) | worst | {alt} mode | NeuSight published (same cells) |",
+           "|---|---:|---:|---:|---:|---:|"]
     for gpu in [*DEV_GPUS.values(), "all"]:
         sel = [r for r in rows if gpu in ("all", r["gpu"])]
         if not sel:
             continue
         e = [abs(r["error_pct"]) for r in sel]
+        ea = [abs(r[f"error_pct_{alt}"]) for r in sel]
         ns = [r["neusight_error_pct"] for r in sel if r["neusight_error_pct"] is not None]
         ns_txt = f"{sum(ns) / len(ns):.1f}% ({len(ns)} cells)" if ns else "n/a"
-        out.append(f"| {gpu} | {len(sel)} | {sum(e) / len(e):.1f}% | {max(e):.1f}% | {ns_txt} |")
+        out.append(f"| {gpu} | {len(sel)} | {sum(e) / len(e):.1f}% | {max(e):.1f}% | {sum(ea) / len(ea):.1f}% | {ns_txt} |")
     return "\n".join(out) + "\n"
 
 
 def markdown(rows: list[dict]) -> str:
-    out = [summary(rows), "| GPU | workload | label ms | predicted ms (drift-free) | error | NeuSight error |",
-           "|---|---|---:|---:|---:|---:|"]
+    alt = other_mode()
+    out = [summary(rows), f"| GPU | workload | label ms | predicted ms (drift-free) | error | {alt} mode | NeuSight error |",
+           "|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         ns = "" if r["neusight_error_pct"] is None else f"{r['neusight_error_pct']:.1f}%"
         out.append(f"| {r['gpu']} | {r['workload']} | {r['label_ms']:.1f} | {r['predicted_ms']:.1f} | "
-                   f"{r['error_pct']:+.1f}% | {ns} |")
+                   f"{r['error_pct']:+.1f}% | {r[f'error_pct_{alt}']:+.1f}% | {ns} |")
     return "\n".join(out) + "\n"
 
 

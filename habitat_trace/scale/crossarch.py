@@ -22,23 +22,38 @@ from __future__ import annotations
 
 import numpy as np
 
+from habitat_trace.scale import wave
 from habitat_trace.scale.gpu import GpuSpec
 
 SUSTAINED_KEY = "fp32_gemm_sustained_tflops"
-# Output tile for the wave count: cuBLAS SGEMM kernels tile C in 32..128-wide tiles (NeuSight's kernel names:
+DRAM_KEY = "dram_efficiency"
+# Output tile for the wave count: cuBLAS SGEMM kernels tile C in 32..128-wide tiles (NeuSight kernel names:
 # volta/ampere/maxwell_sgemm_128x64, 128x128, 32x128); as scale/learned/model.TILE.
-TILE = 128.0
-# DRAM efficiency for the bytes bound: the achievable fraction of datasheet bandwidth (wave.py measured 0.88-0.90
-# on H100/H200 copies; the same constant on every GPU keeps the bound a bound)
-DRAM_EFFICIENCY = 0.89
+TILE = 64.0
 RATIO, DIRECT = "ratio", "direct"
-MODE = RATIO
+MODE = DIRECT
 
 
 def sustained_tflops(spec: GpuSpec) -> float:
     """The GPU's sustained FP32 GEMM rate from the catalog, NaN when the catalog has none."""
     v = spec.extra.get(SUSTAINED_KEY)
     return float(v) if isinstance(v, (int, float)) and v > 0 else float("nan")
+
+
+def dram_efficiency(spec: GpuSpec) -> float:
+    """Achievable fraction of the datasheet DRAM bandwidth for streaming kernels: the catalog's ``dram_efficiency``
+    (GDDR cards and the P100 reach 0.70-0.74, HBM2 V100 0.85, H100/H200 0.88-0.90), else wave.py's measured
+    Hopper constant."""
+    v = spec.extra.get(DRAM_KEY)
+    return float(v) if isinstance(v, (int, float)) and 0 < v <= 1 else wave.ACHIEVABLE_BANDWIDTH_FRACTION
+
+
+def dram_efficiencies(origin: GpuSpec, target: GpuSpec) -> tuple[float, float]:
+    """(origin, target) DRAM efficiency for the engine's memory side: per GPU across architectures, wave.py's one
+    constant within an architecture (the validated same-architecture path stays as it was)."""
+    if origin.architecture == target.architecture:
+        return wave.ACHIEVABLE_BANDWIDTH_FRACTION, wave.ACHIEVABLE_BANDWIDTH_FRACTION
+    return dram_efficiency(origin), dram_efficiency(target)
 
 
 def applies(origin: GpuSpec, target: GpuSpec) -> bool:
@@ -59,7 +74,7 @@ def achievable_ns(flops, nbytes, b, m, n, spec: GpuSpec) -> np.ndarray:
     achievable DRAM bandwidth, whichever is longer (ns)."""
     rate = sustained_tflops(spec) * 1e3 * wave_efficiency(b, m, n, spec.sms)  # FLOP/ns
     return np.maximum(np.asarray(flops, float) / rate,
-                      np.asarray(nbytes, float) / (DRAM_EFFICIENCY * spec.memory_bandwidth_gbs))
+                      np.asarray(nbytes, float) / (dram_efficiency(spec) * spec.memory_bandwidth_gbs))
 
 
 def gemm_ns(flops, nbytes, b, m, n, t_origin_ns, origin: GpuSpec, target: GpuSpec, mode: str = "") -> np.ndarray:

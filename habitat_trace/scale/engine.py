@@ -170,10 +170,11 @@ def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarra
     blocks = np.where(has_params, blocks, 1e6)
     w_o = occupancy.waves(blocks, bps_o, origin.sms)
     w_t = occupancy.waves(blocks, bps_t, target.sms)
+    eff_o, eff_t = crossarch.dram_efficiencies(origin, target)
     bw_o = wave.achievable_bandwidth_gbs(origin.sms, origin.boost_clock_mhz, origin.memory_bandwidth_gbs,
-                                         np.minimum(w_o, 1.0))
+                                         np.minimum(w_o, 1.0), eff_o)
     bw_t = wave.achievable_bandwidth_gbs(target.sms, target.boost_clock_mhz, target.memory_bandwidth_gbs,
-                                         np.minimum(w_t, 1.0))
+                                         np.minimum(w_t, 1.0), eff_t)
     flops, nbytes, pipe = _costs(trace)
     peak_o = np.array([origin.pipe_peak_tflops(p) for p in pipe])
     peak_t = np.array([target.pipe_peak_tflops(p) for p in pipe])

@@ -35,6 +35,7 @@ EXTRA_GPU_KEYS: Mapping[str, str] = {
     "nvlink_gbs": NUM, "nvlink_c2c_gbs": NUM,
     # what large FP32 GEMMs sustain (power-limited clock, library efficiency) and where the number comes from
     "fp32_gemm_sustained_tflops": NUM, "fp32_gemm_sustained_source": STR,
+    "dram_efficiency": NUM, "dram_efficiency_source": STR,
 }
 GPU_KEYS: Mapping[str, str] = {**REQUIRED_GPU_KEYS, **OPTIONAL_GPU_KEYS, **EXTRA_GPU_KEYS}
 PRICE_KEYS = ("price_usd_per_hour", "price_provider", "price_date")
