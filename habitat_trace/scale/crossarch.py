@@ -12,11 +12,13 @@ benchmarks/crossarch/fit_sustained.py for the NeuSight-measured ones and the H10
 
 Law (per GEMM, dims B x M x N x K; the roofline of Williams et al., CACM 2009, with the *achievable* peaks;
 tile/wave quantization as in Habitat §4.1 and NeuSight's tile-and-wave model, arXiv 2407.13853 §4):
-    q_g       = W_g / ceil(W_g),  W_g = B · ceil(M/T) · ceil(N/T) / S_g         (last-wave efficiency, T = 128)
-    D_g       = max(FLOPs / (R_g · q_g), bytes / (η · BW_g))                    (R_g: sustained FP32 GEMM rate)
+    q_g       = W_g / ceil(W_g),  W_g = B · ceil(M/T) · ceil(N/T) / S_g         (last-wave efficiency, T = 64)
+    D_g       = max(FLOPs / (R_g · q_g), bytes / (e_g · BW_g))                  (R_g: sustained FP32 GEMM rate,
+                                                                                 e_g: the GPU's DRAM efficiency)
+    direct    T_t = D_t                    (the target's own roofline at its sustained rate; the default)
     ratio     T_t = T_o · D_t / D_o        (the origin's measured time carries the shape's efficiency)
-    direct    T_t = D_t · (T_o / D_o)^0    (= D_t: the target's own roofline at its sustained rate)
-``MODE`` picks one; benchmarks/neusight_e2e.py measures both (README, docs/method.md "Across architectures").
+``MODE`` picks one; benchmarks/neusight_e2e.py measures both (docs/method.md "Across architectures": direct 10.5%,
+ratio 14.2% mean drift-free error on the NeuSight dev GPUs).
 """
 from __future__ import annotations
 
@@ -28,9 +30,12 @@ from habitat_trace.scale.gpu import GpuSpec
 SUSTAINED_KEY = "fp32_gemm_sustained_tflops"
 DRAM_KEY = "dram_efficiency"
 # Output tile for the wave count: cuBLAS SGEMM kernels tile C in 32..128-wide tiles (NeuSight kernel names:
-# volta/ampere/maxwell_sgemm_128x64, 128x128, 32x128); as scale/learned/model.TILE.
+# volta/ampere/maxwell_sgemm_128x64, 128x128, 32x128). 64 fits NeuSight's per-kernel data best (mean |log error| of
+# D_g over the GEMMs >= 1 GFLOP of its five GPUs: 0.435 at 64, 0.437 at 32, 0.458 at 128, 0.545 at 256), chosen
+# there and not on any end-to-end label.
 TILE = 64.0
 RATIO, DIRECT = "ratio", "direct"
+# direct: 10.5% mean drift-free error on the NeuSight dev GPUs, ratio 14.2% (benchmarks/results/neusight_e2e.md)
 MODE = DIRECT
 
 
