@@ -4,8 +4,9 @@ Pure function of the ingest tables and two GpuSpecs; reads no JSON, writes nothi
 Methods: identity (same GPU), copy (memcpy/memset), wave (kernels with launch parameters),
 roofline-op (library GEMM/conv/attention/RNN kernels: wave law, then bounded below by the target's
 roofline for the op's FLOPs and bytes), learned (FP32 GEMMs between two real GPUs inside the learned
-model's trained range, scale/learned/envelope.py: its time ratio, roofline-bounded), fallback (no launch
-parameters: class-level rule).
+model's trained range, scale/learned/envelope.py: its time ratio, roofline-bounded), sustained (FP32 GEMMs
+across architectures: the GPUs' sustained rates, scale/crossarch.py), fallback (no launch parameters:
+class-level rule).
 """
 from __future__ import annotations
 
