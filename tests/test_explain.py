@@ -26,9 +26,10 @@ def catalog():
     return load_catalog()
 
 
-def test_kernel_report_matches_predict(catalog) -> None:
+@pytest.mark.parametrize("target_name", ["L4", "H200"])
+def test_kernel_report_matches_predict(catalog, target_name) -> None:
     trace = load(MLP_FIXTURE)
-    origin, target = catalog.resolve("H100"), catalog.resolve("L4")
+    origin, target = catalog.resolve("H100"), catalog.resolve(target_name)
     prediction = predict(trace, origin, target)
     report = kernel_report(trace, prediction)
     assert tuple(report.columns) == REPORT_COLUMNS and len(report) == len(trace.gpu)
@@ -41,9 +42,11 @@ def test_kernel_report_matches_predict(catalog) -> None:
                          report["f_mem"].to_numpy(), report["f_comp"].to_numpy(), report["flop_share"].to_numpy())
     assert wave_rows.any()
     assert np.allclose(np.maximum(np.rint(recomputed[wave_rows]), 1), report["dur_target_ns"][wave_rows], atol=1)
-    # library rows: the same law, then never below the roofline floor
+    # library rows: the same law, then never below the roofline floor (within an architecture); across
+    # architectures this FP32 MLP's GEMMs take the sustained-rate law instead (scale/crossarch.py)
     lib = (report["method"] == "roofline-op").to_numpy()
-    assert lib.any() and (report["dur_target_ns"].to_numpy()[lib] >= np.rint(recomputed[lib]) - 1).all()
+    assert (report["dur_target_ns"].to_numpy()[lib] >= np.rint(recomputed[lib]) - 1).all()
+    assert lib.any() if target.architecture == origin.architecture else (report["method"] == "sustained").any()
 
 
 @needs_shared

@@ -4,8 +4,9 @@ Pure function of the ingest tables and two GpuSpecs; reads no JSON, writes nothi
 Methods: identity (same GPU), copy (memcpy/memset), wave (kernels with launch parameters),
 roofline-op (library GEMM/conv/attention/RNN kernels: wave law, then bounded below by the target's
 roofline for the op's FLOPs and bytes), learned (FP32 GEMMs between two real GPUs inside the learned
-model's trained range, scale/learned/envelope.py: its time ratio, roofline-bounded), fallback (no launch
-parameters: class-level rule).
+model's trained range, scale/learned/envelope.py: its time ratio, roofline-bounded), sustained (FP32 GEMMs
+across architectures: the GPUs' sustained rates, scale/crossarch.py), fallback (no launch parameters:
+class-level rule).
 """
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ import pandas as pd
 from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import KernelTables as Tables
-from habitat_trace.scale import collective, learned, occupancy, wave
-from habitat_trace.scale.cost import gemm_dims, op_cost, tensor_dtype_from_kernel
+from habitat_trace.scale import collective, crossarch, learned, occupancy, wave
+from habitat_trace.scale.cost import gemm_dims, gemm_flops_bytes, op_cost, tensor_dtype_from_kernel
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
-from habitat_trace.scale.prediction import (COPY, FALLBACK, IDENTITY, LEARNED, ROOFLINE_OP, WAVE, KernelFacts,
-                                            Prediction)
+from habitat_trace.scale.prediction import (COPY, FALLBACK, IDENTITY, LEARNED, ROOFLINE_OP, SUSTAINED, WAVE,
+                                            KernelFacts, Prediction)
 
 # γ when an op's shapes were not recorded (no record_shapes, TensorList arguments): streaming kernels
 # are mostly bandwidth-bound, library kernels mostly not. Assumptions, not fits: docs/method.md step 4.
@@ -86,6 +87,11 @@ def _predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
     use_learned = np.isfinite(t_learned) & ~is_copy
     t_t = np.where(use_learned, t_learned, t_t)
     method[use_learned] = LEARNED
+    # FP32 GEMMs across architectures: the GPUs' sustained rates, not the per-SM datasheet peak ratio (crossarch)
+    t_sus = _sustained_gemm_ns(trace, origin, target, facts.pipe, t_o)
+    use_sus = np.isfinite(t_sus) & ~is_copy & ~use_learned
+    t_t = np.where(use_sus, t_sus, t_t)
+    method[use_sus] = SUSTAINED
     # roofline floor for library kernels whose op cost is known: never faster than physics
     floor = facts.roofline_floor_ns
     bounded = library & np.isfinite(floor)
@@ -111,6 +117,21 @@ def _learned_gemm_ns(trace: Tables, origin: GpuSpec, target: GpuSpec, pipe: np.n
     op = trace.gpu[S.OP].to_numpy()[rows]
     t_op = pd.Series(t_o[rows]).groupby(op).transform("sum").to_numpy()
     out[rows] = t_o[rows] * learned.gemm_time_ratios(m, n, k, b, "fp32", origin, target, t_op)
+    return out
+
+
+def _sustained_gemm_ns(trace: Tables, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray,
+                       t_o: np.ndarray) -> np.ndarray:
+    """Target time of each FP32 (CUDA-core) GEMM kernel with recorded shapes from scale/crossarch, NaN elsewhere
+    (and everywhere when origin and target share an architecture). A kernel takes its time share of its op's cost."""
+    out = np.full(len(t_o), np.nan)
+    if not crossarch.applies(origin, target):
+        return out
+    rows, (b, m, n, k), op_dtype = gemm_kernel_shapes(trace, pipe == "fp32")
+    rows, b, m, n, k = rows[op_dtype == "fp32"], *(x[op_dtype == "fp32"] for x in (b, m, n, k))
+    share = _time_share_in_op(trace.gpu)[rows]
+    flops, nbytes = gemm_flops_bytes(b, m, n, k, 4.0)  # FP32 operands
+    out[rows] = crossarch.gemm_ns(share * flops, share * nbytes, b, m, n, t_o[rows], origin, target)
     return out
 
 
@@ -196,10 +217,11 @@ def kernel_facts(trace: Tables, origin: GpuSpec, target: GpuSpec) -> KernelFacts
     blocks = np.where(has_params, blocks, MANY_WAVES_GRID)
     w_o = occupancy.waves(blocks, bps_o, origin.sms)
     w_t = occupancy.waves(blocks, bps_t, target.sms)
+    eff_o, eff_t = crossarch.dram_efficiencies(origin, target)
     bw_o = wave.achievable_bandwidth_gbs(origin.sms, origin.boost_clock_mhz, origin.memory_bandwidth_gbs,
-                                         np.minimum(w_o, 1.0))
+                                         np.minimum(w_o, 1.0), eff_o)
     bw_t = wave.achievable_bandwidth_gbs(target.sms, target.boost_clock_mhz, target.memory_bandwidth_gbs,
-                                         np.minimum(w_t, 1.0))
+                                         np.minimum(w_t, 1.0), eff_t)
     flops, nbytes, pipe = _costs(trace)
     peak_o = np.array([origin.pipe_peak_tflops(p) for p in pipe])
     peak_t = np.array([target.pipe_peak_tflops(p) for p in pipe])

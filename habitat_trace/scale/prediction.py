@@ -16,11 +16,12 @@ IDENTITY = "identity"  # target == origin
 WAVE = "wave"  # wave scaling with gamma from the op's cost model
 ROOFLINE_OP = "roofline-op"  # library kernel (GEMM/conv/attention) scaled by a roofline bound
 LEARNED = "learned"  # library GEMM predicted by the learned model (scale/learned), roofline-bounded
+SUSTAINED = "sustained"  # FP32 GEMM across architectures from the GPUs' sustained rates (scale/crossarch)
 COPY = "copy"  # memcpy/memset: bandwidth ratio
 FALLBACK = "fallback"  # launch parameters missing or invalid: many-wave grid assumed (reason says why)
 COLLECTIVE = "collective"  # NCCL kernel: NCCL's alpha-beta model over the interconnects (scale/collective.py)
 COLLECTIVE_MEASURED = "collective-measured"  # NCCL kernel the model cannot price: measured time kept (reason)
-METHODS = (IDENTITY, WAVE, ROOFLINE_OP, LEARNED, COPY, FALLBACK, COLLECTIVE, COLLECTIVE_MEASURED)
+METHODS = (IDENTITY, WAVE, ROOFLINE_OP, LEARNED, SUSTAINED, COPY, FALLBACK, COLLECTIVE, COLLECTIVE_MEASURED)
 
 
 @dataclass(frozen=True)

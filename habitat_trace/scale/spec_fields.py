@@ -35,6 +35,9 @@ EXTRA_GPU_KEYS: Mapping[str, str] = {
     "nvlink_gbs": NUM, "nvlink_c2c_gbs": NUM,
     # the usual multi-GPU node of the part (collective pricing, scale/collective.py)
     "nvlink_gen": INT, "node": STR, "node_gpus": INT, "node_network_gbps": NUM, "node_source": STR,
+    # what large FP32 GEMMs sustain (power-limited clock, library efficiency) and where the number comes from
+    "fp32_gemm_sustained_tflops": NUM, "fp32_gemm_sustained_source": STR,
+    "dram_efficiency": NUM, "dram_efficiency_source": STR,
 }
 GPU_KEYS: Mapping[str, str] = {**REQUIRED_GPU_KEYS, **OPTIONAL_GPU_KEYS, **EXTRA_GPU_KEYS}
 PRICE_KEYS = ("price_usd_per_hour", "price_provider", "price_date")

@@ -39,9 +39,10 @@ SMOOTHMIN_P = 3.0
 
 
 def achievable_bandwidth_gbs(sms: float, clock_mhz: float, bandwidth_gbs: float,
-                             busy_fraction: np.ndarray) -> np.ndarray:
-    """DRAM bandwidth a kernel can draw when it keeps ``busy_fraction`` of the SMs busy."""
-    dram = ACHIEVABLE_BANDWIDTH_FRACTION * bandwidth_gbs
+                             busy_fraction: np.ndarray, efficiency: float = ACHIEVABLE_BANDWIDTH_FRACTION) -> np.ndarray:
+    """DRAM bandwidth a kernel can draw when it keeps ``busy_fraction`` of the SMs busy (``efficiency``: the GPU's
+    achievable fraction of its datasheet bandwidth; scale/crossarch.dram_efficiency)."""
+    dram = efficiency * bandwidth_gbs
     sm_side = np.maximum(busy_fraction, 1e-9) * sms * SM_BYTES_PER_CLOCK * clock_mhz * 1e-3
     return (dram ** -SMOOTHMIN_P + sm_side ** -SMOOTHMIN_P) ** (-1.0 / SMOOTHMIN_P)
 

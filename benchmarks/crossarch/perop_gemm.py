@@ -1,0 +1,88 @@
+"""Per-op check of scale/crossarch's FP32 GEMM law against NeuSight's published per-op labels (dev GPUs only).
+
+    python benchmarks/crossarch/perop_gemm.py [--shared ../shared]
+
+For every Linear / Conv1D module and attention matmul of shared/data/neusight-e2e/perop/<GPU>/<workload>.csv.gz
+(one transformer layer plus embeddings and head; forward, and backward as the two GEMMs dgrad + wgrad of a linear
+layer), the time-weighted |error| of
+- direct:  D_t, the GEMM at the target's sustained rate with last-wave quantization (crossarch.achievable_ns);
+- ratio:   T_H100 · D_t / D_H100, NeuSight's own H100 per-op label carried by the ratio.
+A check of the law's inputs, not a fit: nothing here feeds the catalog.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from habitat_trace.scale import crossarch  # noqa: E402
+from habitat_trace.scale.specs import load_catalog  # noqa: E402
+
+DEV = {"Tesla_V100-PCIE-32GB": "V100 PCIe 32GB", "Tesla_T4": "T4", "Tesla_P100-PCIE-16GB": "P100 PCIe 16GB",
+       "Tesla_P4": "P4"}
+H100 = ("NVIDIA_H100_80GB_HBM3", "H100 SXM5 80GB")
+NOT_GEMM = ("embed", "norm", "dropout", "act", "wpe", "wte")
+
+
+def gemms(d: pd.DataFrame) -> list[tuple[str, str, list[tuple[int, int, int, int]], float]]:
+    """(node, pass, [(B, M, N, K) per GEMM], ms) for the GEMM nodes of one per-op label file."""
+    out = []
+    for _, r in d.iterrows():
+        name, shapes = str(r["Name"]), ast.literal_eval(r["input_shapes"])
+        out_shape = ast.literal_eval(r["output_shape"]) if isinstance(r["output_shape"], str) else ()
+        if r["op"] == "call_module" and len(shapes) == 1 and len(shapes[0]) >= 2 and len(out_shape) == len(shapes[0]) \
+                and not any(t in name for t in NOT_GEMM) and str(r["dtype"]) == "torch.float32":
+            m, k, n = int(np.prod(shapes[0][:-1])), shapes[0][-1], out_shape[-1]
+            out.append((name, "fw", [(1, m, n, k)], float(r["fw_latency"])))
+            if r["bw_latency"] > 0:
+                out.append((name, "bw", [(1, m, k, n), (1, k, n, m)], float(r["bw_latency"])))
+        elif name.startswith("matmul") and len(shapes) == 2 and len(shapes[0]) == 4:
+            a, b = shapes
+            bat = a[0] * a[1]
+            out.append((name, "fw", [(bat, a[2], b[3], a[3])], float(r["fw_latency"])))
+            if r["bw_latency"] > 0:
+                out.append((name, "bw", [(bat, a[2], a[3], b[3]), (bat, a[3], b[3], a[2])], float(r["bw_latency"])))
+    return out
+
+
+def model_ms(parts, spec) -> float:
+    total = 0.0
+    for b, m, n, k in parts:
+        flops, nbytes = 2.0 * b * m * n * k, 4.0 * b * (m * k + k * n + m * n)
+        total += float(crossarch.achievable_ns(flops, nbytes, b, m, n, spec)) / 1e6
+    return total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    a = ap.parse_args()
+    catalog = load_catalog()
+    folder = a.shared / "data" / "neusight-e2e" / "perop"
+    h100 = catalog.resolve(H100[1])
+    print("| GPU | GEMM nodes | label ms | direct error (time-weighted) | ratio error (time-weighted) |")
+    print("|---|---:|---:|---:|---:|")
+    for dev, name in DEV.items():
+        spec = catalog.resolve(name)
+        lab = dirs = rats = 0.0
+        count = 0
+        for path in sorted((folder / dev).glob("*.csv.gz")):
+            ref = {(n, p): ms for n, p, _, ms in gemms(pd.read_csv(folder / H100[0] / path.name))}
+            for node, pas, parts, ms in gemms(pd.read_csv(path)):
+                if ms <= 0 or (node, pas) not in ref:
+                    continue
+                direct = model_ms(parts, spec)
+                ratio = ref[(node, pas)] * direct / model_ms(parts, h100)
+                lab, dirs, rats, count = lab + ms, dirs + abs(direct - ms), rats + abs(ratio - ms), count + 1
+        print(f"| {name} | {count} | {lab:.1f} | {100 * dirs / lab:.1f}% | {100 * rats / lab:.1f}% |")
+
+
+if __name__ == "__main__":
+    main()
