@@ -116,8 +116,12 @@ def to_csv(table: Any) -> str:
     return buf.getvalue()
 
 
-def _fmt(value: Optional[float], spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+def _fmt(value: Optional[float], spec: str, missing: str = "-") -> str:
+    return missing if value is None else format(value, spec)
+
+
+def _fits(value: Optional[bool]) -> str:
+    return "?" if value is None else "yes" if value else "[red]no[/red]"
 
 
 def print_table(table: Any) -> None:
@@ -135,13 +139,14 @@ def print_table(table: Any) -> None:
         methods = ", ".join(f"{k} {v:.0%}" for k, v in sorted(r["method_share"].items(), key=lambda kv: -kv[1]))
         t.add_row(r["gpu"] + (" (origin)" if i == 0 else ""), f"{r['iteration_ms']:.2f}", f"{r['gpu_busy_ms']:.2f}",
                   f"{r['speedup']:.2f}x", r["bound"], _fmt(r["usd_per_hour"], ".3f"),
-                  _fmt(r["usd_per_1k_iterations"], ".4f"), f"{r['peak_memory_gib']:.1f}", "yes" if r["fits_memory"]
-                  else "[red]no[/red]", methods)
+                  _fmt(r["usd_per_1k_iterations"], ".4f"), _fmt(r["peak_memory_gib"], ".1f", "?"), _fits(r["fits_memory"]),
+                  methods)
     console = Console(width=None if sys.stdout.isatty() else WIDTH)
     console.print(t)
     source = rows[0]["memory_source"] if rows else "estimate"
-    console.print(f"peak memory: {'recorded ([memory] events)' if source == 'trace' else 'estimated from op shapes'};"
-                  f" fits = peak x {FRAGMENTATION_FACTOR} + {CONTEXT_GIB:g} GiB <= the GPU's memory")
+    how = {"trace": "recorded ([memory] events)", "estimate": "estimated from op shapes"}.get(
+        source, "unknown (no [memory] events and no parameter gradient shapes: record with profile_memory=True)")
+    console.print(f"peak memory: {how}; fits = peak x {FRAGMENTATION_FACTOR} + {CONTEXT_GIB:g} GiB <= the GPU's memory")
     prices = sorted({f"{r['gpu']}: {r['price_source']}" for r in rows if r["price_source"]})
     if prices:
         console.print("prices (on-demand, per GPU): " + "; ".join(prices), soft_wrap=True)

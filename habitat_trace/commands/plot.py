@@ -54,7 +54,7 @@ def plot_compare(table: Any, path: Path, title: str = "") -> None:
     ax_c.barh(y, cost.fillna(0.0), color=[c if k else MISSING_COLOR for c, k in zip(colors, known)])
     for i, (c, ok, fitsmem) in enumerate(zip(cost, known, table["fits_memory"])):
         label = f" ${c:.3f}" if ok else " no price"
-        ax_c.annotate(label + ("" if fitsmem else " (does not fit memory)"), (c if ok else 0.0, i), va="center",
+        ax_c.annotate(label + ("" if fitsmem is None or fitsmem else " (does not fit memory)"), (c if ok else 0.0, i), va="center",
                       fontsize=8)
     ax_c.set_xlabel("cost per 1,000 iterations (USD, on-demand)")
     for ax in (ax_t, ax_c):

@@ -29,6 +29,8 @@ LIBRARY_GAMMA_WITHOUT_SHAPES = 0.2
 # Kernels that schedule their tiles over the SMs they get (cuBLAS nvjet, CUTLASS persistent /
 # warp-specialized / stream-K, Triton persistent matmuls): fractional waves.
 PERSISTENT_KERNELS = r"(?i)nvjet|persistent|warpspecialized|stream_?k|_coop"
+# bytes per element of each pipe's operands (FP4 packs two per byte; TF32 is stored as FP32)
+ELEMENT_BYTES = {"fp4": 0.5, "fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0}
 
 
 def same_gpu(a: GpuSpec, b: GpuSpec) -> bool:
@@ -54,6 +56,9 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
     reason[no_params] = "no launch parameters (grid/block) in the trace: SM-count ratio assumed"
     is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
     method[is_copy] = COPY
+    substituted = (facts["pipe_target"] != facts["pipe"]) & ~is_copy
+    reason[substituted] = [r + "; " * bool(r) + _precision_reason(p, q, target) for r, p, q in
+                           zip(reason[substituted], facts["pipe"][substituted], facts["pipe_target"][substituted])]
 
     f_mem, f_comp = scale_factors(g, facts)
     t_t = wave.combine(t_o, facts["gamma"], f_mem, f_comp, facts["flop_share"])
@@ -73,7 +78,28 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
     bounded = library & np.isfinite(floor)
     t_t = np.where(bounded, np.maximum(t_t, floor), t_t)
     dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
-    return Prediction(origin, target, dur, method, reason, warnings=_warnings(no_params, is_copy))
+    warnings = _warnings(no_params, is_copy) + _precision_warnings(facts, substituted, t_o, origin, target)
+    return Prediction(origin, target, dur, method, reason, warnings=warnings)
+
+
+def _precision_reason(pipe: str, used: str, target: GpuSpec) -> str:
+    return (f"{pipe} kernel: {target.name} has no {pipe} tensor path; predicted at its {used} rate with "
+            f"{ELEMENT_BYTES[used] / ELEMENT_BYTES[pipe]:g}x the bytes, the precision the model runs in there")
+
+
+def _precision_warnings(facts: dict[str, np.ndarray], substituted: np.ndarray, t_o: np.ndarray, origin: GpuSpec,
+                        target: GpuSpec) -> tuple[str, ...]:
+    """One line per (dtype on the origin, dtype on the target) pair that ``GpuSpec.tensor_pipe`` substituted."""
+    out = []
+    total = max(float(t_o.sum()), 1.0)
+    pairs = pd.Series(facts["pipe"][substituted] + ">" + facts["pipe_target"][substituted])
+    for pair, rows in pairs.groupby(pairs).groups.items():
+        pipe, used = str(pair).split(">")
+        share = float(t_o[np.flatnonzero(substituted)[np.asarray(rows)]].sum()) / total
+        out.append(f"{len(rows)} {pipe} kernels ({share:.0%} of the origin's GPU time on {origin.name}) have no "
+                   f"{pipe} tensor path on {target.name}: predicted at its {used} rate, as the model would run in "
+                   f"{used} there (method unchanged, reason per kernel)")
+    return tuple(out)
 
 
 def _learned_gemm_ns(trace, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, t_o: np.ndarray) -> np.ndarray:
@@ -115,7 +141,8 @@ def gemm_kernel_shapes(trace, where: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def scale_factors(g: pd.DataFrame, facts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Memory-side and compute-side factors F_m, F_c per GPU event (docs/method.md steps 2-3)."""
-    f_mem = facts["bw_origin"] / facts["bw_target"]
+    # a kernel run in a wider dtype on the target (GpuSpec.tensor_pipe) moves its operands at that width
+    f_mem = facts["bw_origin"] / facts["bw_target"] * facts["width"]
     # a library kernel whose grid fits one wave on the origin was sized to that GPU's SMs: the library
     # loops over tiles inside it (or picks a grid for the target's SMs there), so its waves are fractional
     sized_to_gpu = np.isin(g[S.KCLASS].to_numpy(), (K.GEMM, K.ATTENTION)) & (facts["waves_origin"] <= 1.0)
@@ -157,11 +184,13 @@ def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarra
     flops, nbytes, pipe = _costs(trace)
     peak_o = np.array([origin.pipe_peak_tflops(p) for p in pipe])
     peak_t = np.array([target.pipe_peak_tflops(p) for p in pipe])
+    pipe_t = np.array([p if p == "fp32" else target.tensor_pipe(p) for p in pipe], dtype=object)
+    width = np.array([ELEMENT_BYTES.get(q, 4.0) / ELEMENT_BYTES.get(p, 4.0) for p, q in zip(pipe, pipe_t)])
     rate_ratio = (peak_o / origin.sms) / (peak_t / target.sms)
     gamma = _gamma(g, nbytes, bw_o)
     # lower bound on the target for the op's share of work: FLOPs at peak, bytes at DRAM bandwidth
     share = _time_share_in_op(g)
-    floor_t = share * wave.roofline_ns(flops, nbytes, peak_t, target.memory_bandwidth_gbs)
+    floor_t = share * wave.roofline_ns(flops, nbytes * width, peak_t, target.memory_bandwidth_gbs)
     floor_o = share * wave.roofline_ns(flops, nbytes, peak_o, origin.memory_bandwidth_gbs)
     # where the origin ran faster than its own roofline estimate, the estimate is off (wrong shapes or
     # dtype): no bound then
@@ -181,6 +210,7 @@ def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarra
     flop_share = np.where(off, 0.0, flop_share)
     gamma = np.where(off, LIBRARY_GAMMA_WITHOUT_SHAPES, gamma)
     return {"flop_share": flop_share, "has_params": has_params, "pipe": np.array(pipe, dtype=object),
+            "pipe_target": pipe_t, "width": width,
             "waves_origin": w_o, "waves_target": w_t,
             "bw_origin": bw_o, "bw_target": bw_t, "rate_ratio": rate_ratio, "gamma": gamma, "roofline_floor_ns": floor}
 
