@@ -35,14 +35,15 @@ NAME_RULES: tuple[tuple[str, str], ...] = (
     (RNN, r"lstm|rnn|gru_cell|elemWiseRNN"),
     (GEMM, r"gemm|gemv|cutlass|cublas|nvjet|xmma|matmul|wgmma|splitKreduce|marlin|fused_moe_kernel"),
     (TRITON, r"^triton_"),
+    # rotary position embedding rotates q/k elementwise (no table lookup); gated activations (vLLM, FlashInfer)
+    (ELEMENTWISE, r"rotary|act_and_mul"),
     (OPTIMIZER, r"multi_tensor_apply|fused_adam|_adam|adam_|_foreach|sgd_|_sgd|\blamb_"),
     (NORM, r"layer_norm|layernorm|batch_norm|batchnorm|bn_fw|bn_bw|group_norm|rms_?norm|welford"),
     (SOFTMAX, r"softmax"),
     (EMBEDDING, r"embedding|index_select|indexSelect|gather|scatter|index_put|take_along"),
     (REDUCTION, r"reduce|cross_entropy|nll_loss|sum_kernel|mean_kernel|argmax|max_kernel|norm_kernel|cub::"),
     (COPY, r"copy|memcpy|memset|cat_array|CatArray|fill"),
-    (ELEMENTWISE, r"elementwise|vectorized|unrolled|pointwise|activation|gelu|relu|dropout|silu|tanh|sigmoid|"
-                  r"act_and_mul|rotary"),
+    (ELEMENTWISE, r"elementwise|vectorized|unrolled|pointwise|activation|gelu|relu|dropout|silu|tanh|sigmoid"),
 )
 # Rules on the innermost launching op name: library ops first. A cache-write op (vLLM's
 # _C_cache_ops::reshape_and_cache_flash) turns a kernel named like attention into a copy.
