@@ -189,7 +189,7 @@ def test_learned_correction_is_clipped_to_the_trained_range() -> None:
     ("NVIDIA H800", "H800 SXM5 80GB"), ("NVIDIA H800 PCIe", "H800 PCIe 80GB"), ("NVIDIA H20", "H20 96GB"),
     ("NVIDIA A800-SXM4-80GB", "A800 SXM4 80GB"), ("NVIDIA B300 SXM6 AC", "B300"), ("NVIDIA GB200", "GB200"),
     ("NVIDIA GB300", "GB300"), ("Quadro GP100", "Quadro GP100"), ("NVIDIA H100", "H100 SXM5 80GB"),
-    ("NVIDIA GeForce RTX 4080", "RTX 4080"), ("NVIDIA RTX A6000", "RTX A6000"),
+    ("NVIDIA GeForce RTX 4080", "RTX 4080"), ("NVIDIA RTX A6000", "RTX A6000"), ("NVIDIA L20", "L20"),
 ])
 def test_device_names_real_traces_report_are_in_the_catalog(device: str, name: str) -> None:
     spec = CATALOG.for_device(device)
