@@ -67,7 +67,7 @@ def compare(trace_or_path: Any, to: list[str], specs: Optional[Path] = None,
     return table
 
 
-def _row(trace: Any, src: Any, target: Any, overrides: dict[str, float], peak_gib: float,
+def _row(trace: Any, src: Any, target: Any, overrides: dict[str, float], peak_gib: float | None,
          mem_source: str, clock: pipeline.HostClock) -> dict[str, Any]:
     from habitat_trace.analysis.memory import fits
 

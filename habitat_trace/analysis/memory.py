@@ -1,8 +1,10 @@
 """Peak GPU memory of a training step: from the trace's ``[memory]`` events, else estimated from op shapes.
 
-``peak_memory(trace) -> (GiB, "trace" | "estimate")``; ``fits(peak_gib, capacity_gib)`` applies the margin rule.
+``peak_memory(trace) -> (GiB, "trace" | "estimate")``, or ``(None, "unknown")`` without evidence;
+``fits(peak_gib, capacity_gib)`` applies the margin rule (None when the peak is unknown).
 The estimate is coarse (Kineto records no output shapes, no tensor ids): parameters from the gradients that
 ``AccumulateGrad`` receives, optimizer state from the optimizer's name, activations from forward inputs.
+Without a parameter seen (an inference trace, or no record_shapes) the weights are invisible, so no estimate.
 """
 from __future__ import annotations
 
@@ -34,16 +36,25 @@ VIEW_OPS = re.compile(r"^aten::(?:view|_unsafe_view|reshape|permute|transpose|t|
 OPTIMIZER_ANNOTATION = re.compile(r"^Optimizer\.step#(\w+)\.step$")
 
 
-def fits(peak_gib: float, capacity_gib: float) -> bool:
+UNKNOWN = "unknown"  # memory_source when the trace gives no evidence of the peak
+
+
+def fits(peak_gib: float | None, capacity_gib: float) -> bool | None:
+    """Whether the peak fits with the margin; None when the peak is unknown (never "fits" without evidence)."""
+    if peak_gib is None:
+        return None
     return bool(peak_gib * FRAGMENTATION_FACTOR + CONTEXT_GIB <= capacity_gib)
 
 
-def peak_memory(trace: Any) -> tuple[float, str]:
-    """Peak allocated GiB on the trace's GPU and where it came from ("trace" or "estimate")."""
+def peak_memory(trace: Any) -> tuple[float | None, str]:
+    """Peak allocated GiB on the trace's GPU and where it came from ("trace" or "estimate"); (None, "unknown")
+    when the trace has neither [memory] events nor a parameter gradient with its shape (the estimate would
+    leave out the weights, so 0 or a few activations would read as "fits everywhere")."""
     recorded = _recorded_peak(trace)
     if recorded is not None:
         return recorded / GIB, "trace"
-    return _estimate_bytes(trace) / GIB, "estimate"
+    estimate = _estimate_bytes(trace)
+    return (None, UNKNOWN) if estimate is None else (estimate / GIB, "estimate")
 
 
 def _recorded_peak(trace: Any) -> float | None:
@@ -58,12 +69,15 @@ def _recorded_peak(trace: Any) -> float | None:
     return float(total.max()) if len(total) else None
 
 
-def _estimate_bytes(trace: Any) -> float:
-    """params x (1 weight + 1 gradient + optimizer state) + the forward activations of the largest step."""
+def _estimate_bytes(trace: Any) -> float | None:
+    """params x (1 weight + 1 gradient + optimizer state) + the forward activations of the largest step;
+    None when no parameter gradient with a recorded shape is seen."""
     ops = trace.ops
     if len(ops) == 0:
-        return 0.0
+        return None
     params = _per_step_max(ops, ops[S.NAME] == "torch::autograd::AccumulateGrad")
+    if params <= 0:
+        return None
     state = _optimizer_state(ops)
     return params * (2.0 + state) + _activation_bytes(ops)
 

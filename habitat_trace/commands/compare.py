@@ -127,8 +127,12 @@ def to_csv(table: Any) -> str:
     return buf.getvalue()
 
 
-def _fmt(value: Optional[float], spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+def _fmt(value: Optional[float], spec: str, missing: str = "-") -> str:
+    return missing if value is None else format(value, spec)
+
+
+def _fits(value: Optional[bool]) -> str:
+    return "?" if value is None else "yes" if value else "[red]no[/red]"
 
 
 def print_table(table: Any) -> None:
@@ -156,7 +160,7 @@ def print_table(table: Any) -> None:
         gpu = r["gpu"] + (" (origin)" if i == 0 and wide else "")  # narrow: the title says the first row is it
         cell = dict(zip(full, (gpu, f"{r['iteration_ms']:.2f}", f"{r['gpu_busy_ms']:.2f}", f"{r['speedup']:.2f}x",
                                r["bound"], _fmt(r["usd_per_hour"], ".3f"), _fmt(r["usd_per_1k_iterations"], ".4f"),
-                               f"{r['peak_memory_gib']:.1f}", "yes" if r["fits_memory"] else "[red]no[/red]",
+                               _fmt(r["peak_memory_gib"], ".1f", "?"), _fits(r["fits_memory"]),
                                methods)))
         cells.append([cell[c] for c in shown])
     t = Table(title="predicted steady-state iteration per GPU (first row: origin, measured)", title_justify="left",
@@ -173,8 +177,9 @@ def print_table(table: Any) -> None:
         t.add_row(*row)
     console.print(t)
     source = rows[0]["memory_source"] if rows else "estimate"
-    console.print(f"peak memory: {'recorded ([memory] events)' if source == 'trace' else 'estimated from op shapes'};"
-                  f" fits = peak x {FRAGMENTATION_FACTOR} + {CONTEXT_GIB:g} GiB <= the GPU's memory")
+    how = {"trace": "recorded ([memory] events)", "estimate": "estimated from op shapes"}.get(
+        source, "unknown (no [memory] events and no parameter gradient shapes: record with profile_memory=True)")
+    console.print(f"peak memory: {how}; fits = peak x {FRAGMENTATION_FACTOR} + {CONTEXT_GIB:g} GiB <= the GPU's memory")
     if not wide:
         console.print(f"Narrower than {WIDE} columns: the $/h and methods columns are left out (--format json or "
                       "csv has them)")

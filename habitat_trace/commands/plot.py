@@ -81,7 +81,7 @@ def compare_figure(table: Any, title: str = "") -> Any:
               edgecolor="white")
     for i, (c, ok, fitsmem) in enumerate(zip(cost, known, fits)):
         label = f" ${c:.3f}" if ok else " no price"
-        ax_c.annotate(label + ("" if fitsmem else f" ({NO_FIT})"), (c if ok else 0.0, i), va="center", fontsize=8)
+        ax_c.annotate(label + ("" if fitsmem is None or fitsmem else f" ({NO_FIT})"), (c if ok else 0.0, i), va="center", fontsize=8)
     ax_c.set_xlabel("cost per 1,000 iterations, USD on-demand: lower is better")
     for ax in (ax_t, ax_c):
         ax.margins(x=0.35)

@@ -166,8 +166,9 @@ def op_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame:
     cols[S.CAT] = _text([S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs])
     ext, ext21, seq = _columns([(a.get("External id", _ABSENT), a.get("external id"), a.get("Sequence number"))
                                 for a in args], 3)
-    dims, types, concrete = _columns(_shared([(a.get("Input Dims"), a.get("Input type"), a.get("Concrete Inputs"))
-                                              for a in args]), 3)
+    # PyTorch 1.8's Kineto wrote "Input dims" (lower-case d); later versions "Input Dims"
+    dims, types, concrete = _columns(_shared([(a.get("Input Dims", a.get("Input dims")), a.get("Input type"),
+                                               a.get("Concrete Inputs")) for a in args]), 3)
     cols[S.EXTERNAL_ID] = _external_ids(ext, ext21)
     cols[S.SEQUENCE] = col.ints(seq)
     cols[S.INPUT_DIMS] = dims

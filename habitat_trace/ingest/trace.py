@@ -23,6 +23,8 @@ from habitat_trace.ingest.assemble import assemble
 from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.ingest.events import ChunkError, event_chunks
 
+CAT_PROFILER_RANGE = "cuda_profiler_range"  # CUPTI range-profiler events (kineto ActivityType CUDA_PROFILER_RANGE)
+
 
 class KernelTables(Protocol):
     """What the scale engine reads of a trace: the GPU events and the CPU ops that launched them (columns and
@@ -173,10 +175,7 @@ def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu:
     for what, df in (("GPU event", parts.gpu), ("CPU op", parts.ops), ("runtime call", parts.calls)):
         _check_times(path, what, df, events)
     if require_gpu and len(parts.gpu) == 0:
-        raise UnsupportedTraceError(
-            f"{path}: no GPU kernels in this trace (CPU-only profile); record it with "
-            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a CUDA device"
-        )
+        _refuse_without_kernels(path, events)
     trace = Trace(path=path, meta=meta, devices=devices, events=events, event_ts_ns=parts.ts_ns,
                   event_dur_ns=parts.dur_ns, gpu=parts.gpu, ops=parts.ops, calls=parts.calls,
                   steps=pd.DataFrame(), syncs=parts.syncs, gpu_annotations=parts.gpu_annotations,
@@ -284,6 +283,24 @@ def _check_times(path: Path, what: str, df: pd.DataFrame, events: Sequence[Any])
             f"{path}: {what} #{int(df[S.EVENT].iat[row])} {str(ev.get('name'))[:60]!r} has ts={ev.get('ts')!r} "
             f"dur={ev.get('dur')!r}; every event needs a finite ts and dur >= 0: fix or drop it, or export again"
         )
+
+
+def _refuse_without_kernels(path: Path, events: Sequence[Any]) -> None:
+    """No kernel/memcpy/memset events: a CUPTI range-profiler (counter) trace, or a CPU-only one."""
+    # Kineto's CUPTI range profiler (experimental_config=_ExperimentalConfig(profiler_metrics=[...])) writes
+    # each kernel (or range) as an event of category "cuda_profiler_range" carrying counter values, and no
+    # CUDA activity records: no launch parameters, streams or launch links (kineto CuptiRangeProfiler.cpp)
+    ranges = sum(1 for e in events if type(e) is dict and e.get("cat") == CAT_PROFILER_RANGE)
+    if ranges:
+        raise UnsupportedTraceError(
+            f"{path}: a CUPTI performance-counter trace ({ranges} '{CAT_PROFILER_RANGE}' events, recorded with "
+            "profiler_metrics): it has kernel counters but no kernel activity (launch parameters, streams); "
+            "record a separate trace without experimental_config(profiler_metrics=...) and with "
+            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
+    raise UnsupportedTraceError(
+        f"{path}: no GPU kernels in this trace (CPU-only profile); record it with "
+        "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a CUDA device"
+    )
 
 
 def _refuse_amd(path: Path, devices: list[dict], hip_calls: bool) -> None:

@@ -23,6 +23,7 @@ ratio 14.2% mean drift-free error on the NeuSight dev GPUs).
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from habitat_trace.scale import wave
 from habitat_trace.scale.gpu import GpuSpec
@@ -68,13 +69,14 @@ def applies(origin: GpuSpec, target: GpuSpec) -> bool:
             and np.isfinite(sustained_tflops(target)))
 
 
-def wave_efficiency(b, m, n, sms: float) -> np.ndarray:
+def wave_efficiency(b: ArrayLike, m: ArrayLike, n: ArrayLike, sms: float) -> np.ndarray:
     """Share of the SM-time of the last wave a GEMM of B x M x N output tiles uses: W / ceil(W), 1 at many waves."""
     w = np.asarray(b, float) * np.ceil(np.asarray(m, float) / TILE) * np.ceil(np.asarray(n, float) / TILE) / sms
     return np.where(w > 0, w / np.maximum(np.ceil(w - 1e-9), 1.0), 1.0)
 
 
-def achievable_ns(flops, nbytes, b, m, n, spec: GpuSpec) -> np.ndarray:
+def achievable_ns(flops: ArrayLike, nbytes: ArrayLike, b: ArrayLike, m: ArrayLike, n: ArrayLike,
+                  spec: GpuSpec) -> np.ndarray:
     """D_g: the GEMM's time on ``spec`` at its sustained rate with last-wave quantization, or its bytes at the
     achievable DRAM bandwidth, whichever is longer (ns)."""
     rate = sustained_tflops(spec) * 1e3 * wave_efficiency(b, m, n, spec.sms)  # FLOP/ns
@@ -82,7 +84,8 @@ def achievable_ns(flops, nbytes, b, m, n, spec: GpuSpec) -> np.ndarray:
                       np.asarray(nbytes, float) / (dram_efficiency(spec) * spec.memory_bandwidth_gbs))
 
 
-def gemm_ns(flops, nbytes, b, m, n, t_origin_ns, origin: GpuSpec, target: GpuSpec, mode: str = "") -> np.ndarray:
+def gemm_ns(flops: ArrayLike, nbytes: ArrayLike, b: ArrayLike, m: ArrayLike, n: ArrayLike, t_origin_ns: ArrayLike,
+            origin: GpuSpec, target: GpuSpec, mode: str = "") -> np.ndarray:
     """Target time of FP32 GEMM kernels (``flops``/``nbytes``: the kernel's share of its op's cost); NaN where
     ``applies`` is False."""
     t_o = np.asarray(t_origin_ns, float)

@@ -37,6 +37,8 @@ MANY_WAVES_GRID = 1e6
 # Kernels that schedule their tiles over the SMs they get (cuBLAS nvjet, CUTLASS persistent /
 # warp-specialized / stream-K, Triton persistent matmuls): fractional waves.
 PERSISTENT_KERNELS = r"(?i)nvjet|persistent|warpspecialized|stream_?k|_coop"
+# bytes per element of each pipe's operands (FP4 packs two per byte; TF32 is stored as FP32)
+ELEMENT_BYTES = {"fp4": 0.5, "fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0}
 
 
 def same_gpu(a: GpuSpec, b: GpuSpec) -> bool:
@@ -73,6 +75,9 @@ def _predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
     is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
     method[is_copy] = COPY
     reason[is_copy] = ""  # copies and sets have no grid: the bandwidth rule below is theirs, not a fallback
+    substituted = (facts.pipe_target != facts.pipe) & ~is_copy
+    reason[substituted] = [r + "; " * bool(r) + _precision_reason(p, q, target) for r, p, q in
+                           zip(reason[substituted], facts.pipe[substituted], facts.pipe_target[substituted])]
 
     f_mem, f_comp = facts.f_mem, facts.f_comp
     t_t = wave.combine(t_o, facts.gamma, f_mem, f_comp, facts.flop_share)
@@ -97,9 +102,27 @@ def _predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
     bounded = library & np.isfinite(floor)
     t_t = np.where(bounded, np.maximum(t_t, floor), t_t)
     dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
-    warnings = (*_warnings(no_params, is_copy), *_precision_warnings(g, facts.pipe, origin, target),
+    warnings = (*_warnings(no_params, is_copy), *_precision_warnings(facts, substituted, t_o, origin, target),
                 *_shape_warnings(trace))
     return Prediction(origin, target, dur, method, reason, warnings=warnings, facts=facts)
+
+
+def _precision_reason(pipe: str, used: str, target: GpuSpec) -> str:
+    return (f"{pipe} kernel: {target.name} has no {pipe} tensor path; predicted at its {used} rate with "
+            f"{ELEMENT_BYTES[used] / ELEMENT_BYTES[pipe]:g}x the bytes, the precision the model runs in there")
+def _precision_warnings(facts: KernelFacts, substituted: np.ndarray, t_o: np.ndarray, origin: GpuSpec,
+                        target: GpuSpec) -> tuple[str, ...]:
+    """One line per (dtype on the origin, dtype on the target) pair that ``GpuSpec.tensor_pipe`` substituted."""
+    out = []
+    total = max(float(t_o.sum()), 1.0)
+    pairs = pd.Series(facts.pipe[substituted] + ">" + facts.pipe_target[substituted])
+    for pair, rows in pairs.groupby(pairs).groups.items():
+        pipe, used = str(pair).split(">")
+        share = float(t_o[np.flatnonzero(substituted)[np.asarray(rows)]].sum()) / total
+        out.append(f"{len(rows)} {pipe} kernels ({share:.0%} of the origin's GPU time on {origin.name}) have no "
+                   f"{pipe} tensor path on {target.name}: predicted at its {used} rate, as the model would run in "
+                   f"{used} there (method unchanged, reason per kernel)")
+    return tuple(out)
 
 
 def _learned_gemm_ns(trace: Tables, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, t_o: np.ndarray) -> np.ndarray:
@@ -155,9 +178,11 @@ def gemm_kernel_shapes(trace: Tables, where: np.ndarray) -> tuple[np.ndarray, np
 
 
 def scale_factors(g: pd.DataFrame, waves_origin: np.ndarray, waves_target: np.ndarray, bw_origin: np.ndarray,
-                  bw_target: np.ndarray, rate_ratio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                  bw_target: np.ndarray, rate_ratio: np.ndarray, width: np.ndarray | float = 1.0
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """Memory-side and compute-side factors F_m, F_c per GPU event (docs/method.md steps 2-3)."""
-    f_mem = bw_origin / bw_target
+    # a kernel run in a wider dtype on the target (GpuSpec.tensor_pipe) moves its operands at that width
+    f_mem = bw_origin / bw_target * width
     # a library kernel whose grid fits one wave on the origin was sized to that GPU's SMs: the library
     # loops over tiles inside it (or picks a grid for the target's SMs there), so its waves are fractional
     sized_to_gpu = np.isin(g[S.KCLASS].to_numpy(), (K.GEMM, K.ATTENTION)) & (waves_origin <= 1.0)
@@ -178,21 +203,6 @@ def _warnings(no_params: np.ndarray, is_copy: np.ndarray) -> tuple[str, ...]:
     k = int((no_params & ~is_copy).sum())
     return (f"{k} kernels have no valid launch parameters; scaled as a grid of many full waves (method "
             "'fallback': compute side by SMs x per-SM peak, memory side by bandwidth)",) if k else ()
-
-
-def _precision_warnings(g: pd.DataFrame, pipe: np.ndarray, origin: GpuSpec, target: GpuSpec) -> tuple[str, ...]:
-    """A tensor dtype the origin has and the target lacks runs at the target's FP32 CUDA-core rate
-    (GpuSpec.tensor_peak_tflops): say so, with the share of the origin's GPU time it covers."""
-    out = []
-    dur = g[S.DUR].to_numpy().astype(np.float64)
-    total = max(float(dur.sum()), 1.0)
-    for dtype in sorted({str(p) for p in pipe} - {"fp32"}):
-        if dtype in origin.tensor_tflops and dtype not in target.tensor_tflops:
-            rows = pipe == dtype
-            out.append(f"{int(rows.sum())} kernels ({dur[rows].sum() / total:.0%} of the origin's GPU time) run "
-                       f"{dtype} on tensor cores; {target.name} has no {dtype} tensor path, so they are predicted at "
-                       f"its FP32 rate ({target.fp32_tflops:g} TFLOP/s): run the model in a dtype it has")
-    return tuple(out)
 
 
 def _shape_warnings(trace: Tables) -> tuple[str, ...]:
@@ -225,11 +235,13 @@ def kernel_facts(trace: Tables, origin: GpuSpec, target: GpuSpec) -> KernelFacts
     flops, nbytes, pipe = _costs(trace)
     peak_o = np.array([origin.pipe_peak_tflops(p) for p in pipe])
     peak_t = np.array([target.pipe_peak_tflops(p) for p in pipe])
+    pipe_t = np.array([p if p == "fp32" else target.tensor_pipe(p) for p in pipe], dtype=object)
+    width = np.array([ELEMENT_BYTES.get(q, 4.0) / ELEMENT_BYTES.get(p, 4.0) for p, q in zip(pipe, pipe_t)])
     rate_ratio = (peak_o / origin.sms) / (peak_t / target.sms)
     gamma = _gamma(g, nbytes, bw_o)
     # lower bound on the target for the op's share of work: FLOPs at peak, bytes at DRAM bandwidth
     share = _time_share_in_op(g)
-    floor_t = share * wave.roofline_ns(flops, nbytes, peak_t, target.memory_bandwidth_gbs)
+    floor_t = share * wave.roofline_ns(flops, nbytes * width, peak_t, target.memory_bandwidth_gbs)
     floor_o = share * wave.roofline_ns(flops, nbytes, peak_o, origin.memory_bandwidth_gbs)
     # where the origin ran faster than its own roofline estimate, the estimate is off (wrong shapes or
     # dtype): no bound then
@@ -248,10 +260,10 @@ def kernel_facts(trace: Tables, origin: GpuSpec, target: GpuSpec) -> KernelFacts
     off = flop_share > 1.0
     flop_share = np.where(off, 0.0, flop_share)
     gamma = np.where(off, LIBRARY_GAMMA_WITHOUT_SHAPES, gamma)
-    f_mem, f_comp = scale_factors(g, w_o, w_t, bw_o, bw_t, rate_ratio)
+    f_mem, f_comp = scale_factors(g, w_o, w_t, bw_o, bw_t, rate_ratio, width)
     return KernelFacts(has_params=has_params, pipe=np.array(pipe, dtype=object), waves_origin=w_o, waves_target=w_t,
                        bw_origin=bw_o, bw_target=bw_t, rate_ratio=rate_ratio, gamma=gamma, flop_share=flop_share,
-                       roofline_floor_ns=floor, f_mem=f_mem, f_comp=f_comp)
+                       roofline_floor_ns=floor, f_mem=f_mem, f_comp=f_comp, pipe_target=pipe_t, width=width)
 
 
 def _fit_smem(smem: np.ndarray, target: GpuSpec) -> np.ndarray:

@@ -8,6 +8,16 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 
+# The precision a model runs in on a GPU without a tensor path for its dtype, first available wins. FP8
+# (Transformer Engine, torchao float8, DeepGEMM) needs Hopper/Ada or newer: on an A100 the same model runs in
+# BF16 (its FP8 recipes keep BF16 master weights and BF16 for the ops they do not quantize). BF16 tensor cores
+# start with Ampere (A100 whitepaper); Volta and Turing have FP16 tensor cores only (V100, Turing whitepapers),
+# where BF16 matmuls leave the tensor cores, so a model is run there in FP16 autocast (torch.autocast's CUDA
+# default dtype). A prediction that takes this path says so (engine: a reason per kernel and one warning).
+PRECISION_FALLBACK: Mapping[str, tuple[str, ...]] = {"fp4": ("fp8", "bf16", "fp16"), "fp8": ("bf16", "fp16"),
+                                                     "bf16": ("fp16",)}
+
+
 @dataclass(frozen=True)
 class OccupancyLimits:
     """Per-compute-capability limits used by the CUDA occupancy rules (CUDA C++ Programming Guide,
@@ -66,6 +76,15 @@ class GpuSpec:
         """Peak of the pipe a kernel runs on: "fp32" is the CUDA cores, any other name a tensor dtype."""
         return self.fp32_tflops if pipe == "fp32" else self.tensor_peak_tflops(pipe)
 
+    def tensor_pipe(self, dtype: str) -> str:
+        """The tensor path ``dtype`` work runs on here: ``dtype`` itself when the GPU has it, else the precision a
+        model is run in on this GPU (``PRECISION_FALLBACK``), else "fp32" (CUDA cores: TF32 on a pre-Ampere
+        GPU is FP32, FP16 on a Pascal GPU has no tensor cores)."""
+        if dtype in self.tensor_tflops:
+            return dtype
+        return next((d for d in PRECISION_FALLBACK.get(dtype, ()) if d in self.tensor_tflops), "fp32")
+
     def tensor_peak_tflops(self, dtype: str) -> float:
-        """Dense tensor-core peak for ``dtype``; FP32 CUDA-core peak when the GPU has no tensor path."""
-        return float(self.tensor_tflops.get(dtype, self.fp32_tflops))
+        """Dense tensor-core peak of ``tensor_pipe(dtype)``; the FP32 CUDA-core peak when that is "fp32"."""
+        pipe = self.tensor_pipe(dtype)
+        return self.fp32_tflops if pipe == "fp32" else float(self.tensor_tflops[pipe])

@@ -40,6 +40,8 @@ class KernelFacts:
     roofline_floor_ns: np.ndarray  # float: target roofline time of the kernel's share of its op (NaN unknown)
     f_mem: np.ndarray  # float: memory-side time factor F_m (docs/method.md steps 2-3)
     f_comp: np.ndarray  # float: compute-side time factor F_c
+    pipe_target: np.ndarray  # str: the pipe the kernel runs on on the target (GpuSpec.tensor_pipe: fp8 -> bf16 ...)
+    width: np.ndarray  # float: element-size ratio target/origin of a substituted pipe (1 elsewhere)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 correction from a small MLP ensemble, in numpy (no torch at predict time).
 
 Contract: ``predict_target_ms(b, m, n, k, t_origin_ms, origin, target)`` returns the target's time in ms, never
-below its roofline max(FLOPs / peak, bytes / bandwidth) with the datasheet peak and bandwidth. ``origin`` and
+below its roofline max(FLOPs / peak, bytes / bandwidth) with the datasheet peak and bandwidth, and never beyond
+the physics baseline by more than the training data measured (CORRECTION_LOG2_RANGE). ``origin`` and
 ``target`` are ``gpu_vector``s; the inputs are the GEMM's dims, the origin's measured time and catalog specs,
 nothing measured on the target. Weights come from benchmarks/learned/train_gemm.py.
 """
@@ -45,6 +46,14 @@ HEADROOM_KNEE = 1.3  # W / (TFLOP/s x nm)
 # are near boost clock below ~0.1 ms and at the sustained clock by a few ms (benchmarks/results/learned_logo.md).
 THROTTLE_ONSET_MS = 0.5
 THROTTLE_WIDTH_OCTAVES = 1.0
+
+# The learned correction (log2 of the measured ratio over the physics baseline) stays inside the range the
+# training data measured: over every ordered pair of the five NeuSight GPUs and every shape measured on all of
+# them (training.data.joined), log2(t_target / t_origin) - baseline_log2_ratio spans -4.39 .. +4.29
+# (tests/test_wild.py recomputes it). So a prediction is bounded on both sides: below by the target's roofline,
+# above by the physics baseline times the largest slowdown over it any trained pair showed (19.6x), never by
+# what the network says outside its data (issue 18).
+CORRECTION_LOG2_RANGE = (-4.39, 4.29)
 
 GPU_FIELDS = ("sms", "peak_tflops", "memory_bandwidth_gbs", "tdp_w", "process_nm")
 _SMS, _PEAK, _BW, _TDP, _NM = range(len(GPU_FIELDS))
@@ -162,5 +171,6 @@ def predict_target_ms(b: ArrayLike, m: ArrayLike, n: ArrayLike, k: ArrayLike, t_
     t_o = np.broadcast_to(np.asarray(t_origin_ms, dtype=np.float64), flops.shape)
     o = np.broadcast_to(np.asarray(origin, dtype=np.float64), flops.shape + (len(GPU_FIELDS),))
     t = np.broadcast_to(np.asarray(target, dtype=np.float64), flops.shape + (len(GPU_FIELDS),))
-    pred = t_o * np.exp2(baseline_log2_ratio(t_o, o, t) + model.log2_correction(x))
+    correction = np.clip(model.log2_correction(x), *CORRECTION_LOG2_RANGE)
+    pred = t_o * np.exp2(baseline_log2_ratio(t_o, o, t) + correction)
     return np.maximum(pred, roofline_ms(flops, nbytes, t))
