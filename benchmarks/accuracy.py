@@ -101,7 +101,8 @@ def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[st
             same = cache.get(("identity", o["trace"])) or cache.setdefault(("identity", o["trace"]),
                                                                            pipeline.scale(trace, origin, origin))
             pred = scaled.prediction
-            got = predicted_figures(scaled)
+            # trace against trace: the measured trace ran under the profiler too, so keep its overhead here
+            got = predicted_figures(pipeline.scale(trace, origin, target, pipeline.Host(keep_profiler_overhead=True)))
             want = step_figures(measured.steps, measured.gpu).table
             base = step_figures(trace.steps, trace.gpu).table
             row = {"dataset": dataset, "category": category, "workload": o["workload"], "origin": origin.name,

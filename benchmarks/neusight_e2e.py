@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from habitat_trace.analysis.steps import replayed_step_figures, step_figures  # noqa: E402
+from habitat_trace.timeline.steps import replayed_step_figures, step_figures  # noqa: E402
 from habitat_trace.ingest import load  # noqa: E402
 from habitat_trace.scale import crossarch  # noqa: E402
 from habitat_trace.scale.engine import predict  # noqa: E402
@@ -94,7 +94,7 @@ def busy_ms(trace, target) -> tuple[float, float]:
     origin = load_catalog().for_device(trace.device_name)
     base = step_figures(trace.steps, trace.gpu).table.gpu_busy_ns.mean() / 1e6
     pred = predict(trace, origin, target)
-    got = replayed_step_figures(trace, replay(trace, pred)).table.gpu_busy_ns.mean() / 1e6
+    got = replayed_step_figures(trace, replay(trace, pred)).table.gpu_busy_ns.mean() / 1e6  # GPU only: no host clock
     return base, got
 
 

@@ -8,10 +8,11 @@ explain and the scale command's summary line report. Nothing here reads JSON, pr
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import numpy as np
+import pandas as pd
 
 from habitat_trace.timeline.steps import StepFigures, replayed_step_figures, step_figures
 from habitat_trace.errors import SpecError
@@ -33,6 +34,9 @@ MAX_CALIBRATION = 3.0
 # A measured step this much above the step's GPU busy time is set by the CPU, so it measures the host's pace;
 # below it the GPU sets the pace and the measurement only bounds the host's time from above.
 CPU_BOUND_MARGIN = 1.05
+# Replays to find the launch back-pressure: each round adds the delays the previous replay shows; three reach the
+# fixed point on the shared traces scaled to a T4 (the slowest catalog target: the most queueing).
+MAX_QUEUE_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -172,7 +176,40 @@ def scale(tables: Tables, origin: GpuSpec, target: GpuSpec, host: Host = Host(),
     clock (``clock``: one host_clock already built for these tables and ``host``, shared between targets)."""
     prediction = predict(tables, origin, target)
     hc = clock or host_clock(tables, host)
-    return Scaled(tables, prediction, replay(tables, prediction, hc.clock), hc)
+    cpu = hc.clock
+    timeline = replay(tables, prediction, cpu)
+    for _ in range(MAX_QUEUE_ROUNDS):  # launch back-pressure: a fixed point from below, in a few rounds
+        at, delay = _queue_delays(tables, timeline)
+        if not len(at):
+            break
+        cpu = cpu.delayed(at, delay)
+        timeline = replay(tables, prediction, cpu)
+    return Scaled(tables, prediction, timeline, hc if cpu is hc.clock else replace(hc, clock=cpu))
+
+
+def _queue_delays(tables: Tables, timeline: Timeline) -> tuple[np.ndarray, np.ndarray]:
+    """(origin end of each launch call that a full launch queue would block, the host time it adds) on the
+    replayed ``timeline`` (overhead.queue_delay_ns: a launch waits while its stream holds LAUNCH_QUEUE_DEPTH
+    pending launches; the host carries the delay). Empty when no queue fills."""
+    g, calls = tables.gpu, tables.calls
+    launch = g[S.LAUNCH].to_numpy()
+    has = launch >= 0
+    # one queue entry per launch call (a CUDA-graph launch runs many kernels): its first row's stream, and the
+    # slot frees when its last kernel ends
+    calls_used, first = np.unique(launch[has], return_index=True)
+    if len(calls_used) <= overhead.LAUNCH_QUEUE_DEPTH:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rows = np.flatnonzero(has)[first]
+    end = pd.Series(timeline.gpu_end_ns[has]).groupby(launch[has]).max().reindex(calls_used).to_numpy()
+    call_ev = calls[S.EVENT].to_numpy()[calls_used]
+    issued = timeline.ts_ns[call_ev] + timeline.dur_ns[call_ev]  # the launch call's replayed return
+    order = np.argsort(issued, kind="stable")
+    rows, issued, end, used = rows[order], issued[order], end[order], calls_used[order]
+    stream = (g[S.DEVICE].to_numpy()[rows] << 32) + g[S.STREAM].to_numpy()[rows]
+    total = overhead.queue_delay_ns(issued, end, stream)
+    steps = np.diff(total, prepend=0)  # total is non-decreasing: the host carries each delay forward
+    hit = np.flatnonzero(steps > 0)
+    return calls[S.END].to_numpy()[used[hit]], steps[hit]
 
 
 def headline(scaled: Scaled) -> tuple[float, float, str]:
@@ -187,14 +224,16 @@ def headline(scaled: Scaled) -> tuple[float, float, str]:
 
 
 def iteration_figures(tables: Tables, timeline: Timeline) -> tuple[float, float]:
-    """(iteration_ms, gpu_busy_ms) on a replayed timeline, means over the ProfilerSteps.
+    """(iteration_ms, gpu_busy_ms) on a replayed timeline, over the ProfilerSteps.
 
-    iteration = max(the replayed ProfilerStep span, the replayed GPU busy time of the step): the replayed CPU
-    span keeps a launch-bound step launch-bound (its blocking calls end when the GPU work ends on the target);
-    the busy time covers a step without a blocking call, whose launch queue grows until the GPU's pace sets
-    the period. Without ProfilerSteps the whole trace is one step (its replayed GPU span).
+    iteration = max(the mean replayed ProfilerStep span, the mean replayed GPU busy time of a step): the replayed
+    CPU span keeps a launch-bound step launch-bound (its blocking calls end when the GPU work ends on the target);
+    the busy time covers steps without a blocking call, whose launch queue fills until the GPU's pace sets the
+    period. Means first: with back-pressure the window's first step runs ahead and a later one waits for it, so
+    only their average is the steady period (with a blocking call per step every span already covers its GPU
+    work, and the two orders agree). Without ProfilerSteps the whole trace is one step (its replayed GPU span).
     """
     fig = replayed_step_figures(tables, timeline).table
     cpu_ns = (fig["cpu_ns"] if len(tables.steps) else fig["gpu_span_ns"]).to_numpy().astype(np.float64)
     busy_ns = fig["gpu_busy_ns"].to_numpy().astype(np.float64)
-    return float(np.maximum(cpu_ns, busy_ns).mean()) / 1e6, float(busy_ns.mean()) / 1e6
+    return max(float(cpu_ns.mean()), float(busy_ns.mean())) / 1e6, float(busy_ns.mean()) / 1e6

@@ -76,10 +76,19 @@ def test_scaled_summary_and_repr(a100: api.Trace, trace: api.Trace) -> None:
 
 
 def test_scale_to_own_gpu_keeps_every_time(trace: api.Trace) -> None:
-    same = trace.scale(to="H100")
+    same = trace.scale(to="H100", keep_profiler_overhead=True)
     assert (same.kernels["start_ns"] == trace.kernels["start_ns"]).all()
     assert (same.ops[["start_ns", "dur_ns"]] == trace.ops[["start_ns", "dur_ns"]]).all().all()
     assert set(same.kernels["method"]) == {"identity"}
+
+
+def test_scale_to_own_gpu_removes_only_the_profilers_cpu_time(trace: api.Trace) -> None:
+    """By default the origin's host runs without the profiler (issue 16): kernels keep their durations and
+    order, CPU ops only get shorter or stay."""
+    same = trace.scale(to="H100")
+    assert (same.kernels["dur_ns"] == trace.kernels["dur_ns"]).all()
+    assert (same.ops["dur_ns"] <= trace.ops["dur_ns"]).all()
+    assert same.ops["dur_ns"].sum() < trace.ops["dur_ns"].sum()
 
 
 def test_scale_a_scaled_trace(a100: api.Trace) -> None:

@@ -74,7 +74,7 @@ def test_scaled_workers_side_by_side(tmp_path: Path) -> None:
     for p in written:
         assert_perfetto_ok(p, MLP_FIXTURE)
     header = orjson.loads(gzip.decompress(written[1].read_bytes()))["habitat_trace"]
-    assert header["worker"] == "node_7@A100" and header["input"] == str(written[0])
+    assert header["worker"] == "node_7@A100" and header["input"] == written[0].name
 
 
 def test_default_worker_is_host_pid(tmp_path: Path) -> None:

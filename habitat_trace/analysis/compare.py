@@ -4,7 +4,7 @@ Pure: loads (or takes) a trace, predicts and replays it on each target, returns 
 first (``COLUMNS``); prints and writes nothing. The command (commands/compare.py) formats and plots it.
 
 Definitions (README, "Which GPU should I rent?"):
-- ``iteration_ms``: mean over ProfilerSteps of max(replayed ProfilerStep span, replayed GPU busy time of the
+- ``iteration_ms``: max(mean replayed ProfilerStep span, mean replayed GPU busy time of a
   step), replayed on the target host's clock: the profiler's own overhead removed (pipeline.host_clock), so it is
   the real loop's iteration, not the profiled one. The replayed CPU span keeps a launch-bound step launch-bound
   (its blocking calls end when the GPU work ends on the target); the GPU busy time covers a step without a

@@ -5,15 +5,18 @@ not pay (removed: C(t), the overhead accrued by time t, from timeline/overhead.p
 between its knots), and a what-if host speed (``--cpu-speed``: CPU durations divided by it). With t0 the trace's
 first CPU time:
 
-    clock(t) = t0 + (t - C(t) - t0) / speed
+    clock(t) = t0 + (t - C(t) - t0) / speed + Q(t)
 
-t - C(t) never decreases (slope of C <= 1), so every thread keeps its order and nesting. The identity clock (no
+Q(t) is the host time a full launch queue added before t (back-pressure: a launch blocks while its stream holds
+1,021 pending launches, timeline/overhead.queue_delay_ns), a non-decreasing step function of origin time that
+pipeline.scale finds by replaying. t - C(t) never decreases (slope of C <= 1), nor does Q, so every thread keeps
+its order and nesting. The identity clock (no
 overhead, speed 1) maps every time to itself: a replay with it is byte-identical to one without a clock. GPU times
 are never mapped: kernels keep their speed under the profiler.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -27,6 +30,8 @@ class CpuClock:
     cum_ns: np.ndarray
     origin_ns: int = 0
     speed: float = 1.0
+    delay_at_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # sorted origin times
+    delay_cum_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # Q from each time on
 
     @classmethod
     def identity(cls) -> "CpuClock":
@@ -48,7 +53,22 @@ class CpuClock:
 
     @property
     def is_identity(self) -> bool:
-        return len(self.at_ns) == 0 and self.speed == 1.0
+        return len(self.at_ns) == 0 and self.speed == 1.0 and len(self.delay_at_ns) == 0
+
+    def delayed(self, at_ns: np.ndarray, delay_ns: np.ndarray) -> "CpuClock":
+        """This clock with more queue delay: ``delay_ns[i]`` (>= 0) more host time from origin time ``at_ns[i]``."""
+        at = np.concatenate((self.delay_at_ns, np.asarray(at_ns, dtype=np.int64)))
+        steps = np.concatenate((np.diff(self.delay_cum_ns, prepend=0), np.maximum(np.asarray(delay_ns, np.int64), 0)))
+        order = np.argsort(at, kind="stable")
+        return replace(self, delay_at_ns=at[order], delay_cum_ns=np.cumsum(steps[order]))
+
+    def queued_ns(self, t: np.ndarray) -> np.ndarray:
+        """Q(t): the host time full launch queues added up to each origin time ``t``."""
+        t = np.asarray(t, dtype=np.int64)
+        if len(self.delay_at_ns) == 0:
+            return np.zeros(t.shape, dtype=np.int64)
+        k = np.searchsorted(self.delay_at_ns, t, side="right")
+        return np.where(k > 0, self.delay_cum_ns[np.maximum(k - 1, 0)], 0)
 
     def removed_ns(self, t: np.ndarray) -> np.ndarray:
         """C(t): the profiler overhead accrued up to each time ``t`` (int64 ns)."""
@@ -63,6 +83,6 @@ class CpuClock:
         """The target host's time of origin CPU times ``t`` (int64 ns, monotone non-decreasing in t)."""
         t = np.asarray(t, dtype=np.int64)
         d = t - self.removed_ns(t) if len(self.at_ns) else t.copy()
-        if self.speed == 1.0:
-            return d
-        return self.origin_ns + np.rint((d - self.origin_ns) / self.speed).astype(np.int64)
+        if self.speed != 1.0:
+            d = self.origin_ns + np.rint((d - self.origin_ns) / self.speed).astype(np.int64)
+        return d + self.queued_ns(t) if len(self.delay_at_ns) else d
