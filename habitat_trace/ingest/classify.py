@@ -22,7 +22,7 @@ NAME_RULES: tuple[tuple[str, str], ...] = (
     (COPY, r"nchwToNhwc|nhwcToNchw|transpose_readWrite|permute|transpose"),  # layout transforms stream memory
     (CONV, r"fprop|dgrad|wgrad|conv(?!ert)|winograd|implicit_convolve|cudnn::.*(?:fft|convolve)"),
     (RNN, r"lstm|rnn|gru_cell|elemWiseRNN"),
-    (GEMM, r"gemm|cutlass|cublas|nvjet|xmma|matmul|wgmma|splitKreduce"),
+    (GEMM, r"gemm|cutlass|cublas|nvjet|xmma|matmul|wgmma|splitKreduce|^Cijk_|rocblas|hipblaslt"),  # + Tensile/rocBLAS
     (TRITON, r"^triton_"),
     (OPTIMIZER, r"multi_tensor_apply|fused_adam|_adam|adam_|_foreach|sgd_|_sgd|\blamb_"),
     (NORM, r"layer_norm|layernorm|batch_norm|batchnorm|bn_fw|bn_bw|group_norm|rms_?norm|welford"),

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.errors import TraceFormatError, UnsupportedTraceError
-from habitat_trace.ingest import classify, linking, reader
+from habitat_trace.ingest import classify, linking, reader, rocm
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.assemble import assemble
 from habitat_trace.ingest.columns import NO_TIME
@@ -40,6 +40,7 @@ class Trace:
     gpu_annotations: pd.DataFrame = field(repr=False)
     flows: pd.DataFrame = field(repr=False)
     memory: pd.DataFrame = field(repr=False)
+    vendor: str = "nvidia"  # "amd" for a ROCm trace (ingest.rocm): launch parameters from the hip* call
 
     @property
     def device_name(self) -> str | None:
@@ -132,7 +133,6 @@ def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu:
         devices = []
     devices = [d for d in devices if isinstance(d, dict)]
     parts = assemble(event_chunks(events))
-    _refuse_amd(path, devices, parts.hip)
     for what, df in (("GPU event", parts.gpu), ("CPU op", parts.ops), ("runtime call", parts.calls)):
         _check_times(path, what, df, events)
     if require_gpu and len(parts.gpu) == 0:
@@ -143,7 +143,8 @@ def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu:
     trace = Trace(path=path, meta=meta, devices=devices, events=events, event_ts_ns=parts.ts_ns,
                   event_dur_ns=parts.dur_ns, gpu=parts.gpu, ops=parts.ops, calls=parts.calls,
                   steps=pd.DataFrame(), syncs=parts.syncs, gpu_annotations=parts.gpu_annotations,
-                  flows=parts.flows, memory=parts.memory)
+                  flows=parts.flows, memory=parts.memory,
+                  vendor="amd" if rocm.is_rocm(devices, parts.hip) else "nvidia")
     return _link(trace)
 
 
@@ -166,6 +167,8 @@ def _link(t: Trace) -> Trace:
     launch = linking.first_row_by_key(calls[S.CORRELATION].to_numpy(), gpu[S.CORRELATION].to_numpy())
     has = launch != S.NONE
     gpu[S.LAUNCH] = launch
+    if t.vendor == "amd":
+        gpu = rocm.launch_params(gpu, calls, launch)
     safe = np.maximum(launch, 0)
     gpu[S.LAUNCH_NAME] = np.where(has, calls[S.NAME].to_numpy()[safe] if len(calls) else "", "")
     gpu[S.LAUNCH_TS] = np.where(has, calls[S.TS].to_numpy()[safe] if len(calls) else 0, S.NONE)
@@ -193,7 +196,7 @@ def _link(t: Trace) -> Trace:
     gpu[S.KCLASS] = classify.classify(gpu[S.NAME], gpu[S.CAT], gpu[S.OP_NAME])
     return Trace(path=t.path, meta=t.meta, devices=t.devices, events=t.events, event_ts_ns=t.event_ts_ns,
                  event_dur_ns=t.event_dur_ns, gpu=gpu, ops=ops, calls=calls, steps=steps, syncs=t.syncs,
-                 gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory)
+                 gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory, vendor=t.vendor)
 
 
 def _check_times(path: Path, what: str, df: pd.DataFrame, events: Sequence[Any]) -> None:
@@ -204,13 +207,4 @@ def _check_times(path: Path, what: str, df: pd.DataFrame, events: Sequence[Any])
         raise TraceFormatError(
             f"{path}: {what} #{int(df[S.EVENT].iat[row])} {str(ev.get('name'))[:60]!r} has ts={ev.get('ts')!r} "
             f"dur={ev.get('dur')!r}; every event needs a finite ts and dur >= 0: fix or drop it, or export again"
-        )
-
-
-def _refuse_amd(path: Path, devices: list[dict], hip_calls: bool) -> None:
-    names = " ".join(str(d.get("name", "")) for d in devices)
-    if hip_calls or "AMD" in names or "Radeon" in names or "Instinct" in names:
-        raise UnsupportedTraceError(
-            f"{path}: AMD/ROCm trace ({names or 'hip runtime calls'}); habitat-trace models NVIDIA GPUs only "
-            "(CUDA occupancy and CUPTI launch parameters): record the workload on an NVIDIA GPU"
         )
