@@ -38,6 +38,8 @@ def resolve_origin(trace: Any, catalog: Any, origin: Optional[str]) -> Any:
     if origin:
         return catalog.resolve(origin)
     spec = catalog.for_device(trace.device_name) if trace.device_name else None
+    if spec is None and trace.device_properties:  # ROCm's generic "AMD Radeon Graphics": CUs, memory, GFXIP
+        spec = catalog.for_properties(trace.device_properties)
     if spec is None and not trace.device_name:
         raise SpecError(f"{trace.path}: the trace names no GPU (no deviceProperties); "
                         "name the origin GPU with --from GPU (see `habitat-trace gpus`)")

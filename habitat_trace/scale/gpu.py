@@ -7,6 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
+# GFXIP major.minor an AMD device reports as computeMajor/computeMinor, per LLVM target (ROCm docs, "AMD GPU
+# specifications", GFXIP Major/Minor columns): gfx908 and gfx90a both report 9.0.
+GFXIP_VERSION = {"gfx908": (9, 0), "gfx90a": (9, 0), "gfx942": (9, 4), "gfx950": (9, 5)}
+
 
 @dataclass(frozen=True)
 class OccupancyLimits:
@@ -51,7 +55,7 @@ class GpuSpec:
     memory_bandwidth_gbs: float  # 1e9 B/s
     l2_cache_mib: float
     fp32_tflops: float  # CUDA-core FP32 peak
-    tensor_tflops: Mapping[str, float]  # dense peaks by dtype: tf32, fp16, bf16, fp8 (absent: no tensor cores)
+    tensor_tflops: Mapping[str, float]  # dense peaks by dtype: tf32, fp16, bf16, fp8, fp32 (AMD matrix FP32); absent: none
     tdp_w: float
     interconnect: str
     source: str
@@ -61,6 +65,19 @@ class GpuSpec:
     aliases: tuple[str, ...] = ()
     base: Optional[str] = None  # catalog entry this one inherits from (what-if GPUs)
     extra: Mapping[str, object] = field(default_factory=dict)  # other sourced fields (fp64, pcie, ...)
+
+    @property
+    def vendor(self) -> str:
+        """"amd" for a CDNA entry (compute_capability is an LLVM gfx target), else "nvidia"."""
+        return "amd" if self.compute_capability.startswith("gfx") else "nvidia"
+
+    @property
+    def compute_version(self) -> tuple[int, int]:
+        """(computeMajor, computeMinor) as torch reports them: the compute capability, or an AMD target's GFXIP."""
+        if self.vendor == "amd":
+            return GFXIP_VERSION.get(self.compute_capability, (9, 0))
+        major, _, minor = self.compute_capability.partition(".")
+        return int(major), int(minor or 0)
 
     @property
     def bandwidth_bytes_per_ns(self) -> float:
