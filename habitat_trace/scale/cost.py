@@ -229,6 +229,8 @@ def tensor_dtype_from_kernel(name: str, op_dtype: str = "fp32") -> Optional[str]
     None for CUDA-core (SIMT) kernels. An unrecognised fp32 library kernel is taken as TF32 only when
     its name says so."""
     n = name.lower()
+    if n.startswith("cijk_") and "_mi" in n and op_dtype == "fp32":  # Tensile (rocBLAS/hipBLASLt) MFMA FP32 GEMM
+        return "matrix-fp32"
     if n.startswith("nvjet"):  # cuBLAS's tensor-core JIT kernels; the name does not spell the input type
         return op_dtype if op_dtype in ("bf16", "fp16", "fp8") else "tf32"
     if any(tag in n for tag in SIMT_TAGS) and "tf32" not in n:

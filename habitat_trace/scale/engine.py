@@ -16,7 +16,7 @@ import pandas as pd
 
 from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
-from habitat_trace.scale import learned, occupancy, wave
+from habitat_trace.scale import learned, occupancy, vendor, wave
 from habitat_trace.scale.cost import gemm_dims, op_cost, tensor_dtype_from_kernel
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
@@ -44,6 +44,8 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
         return Prediction(origin, target, np.maximum(g[S.DUR].to_numpy(), 1), np.full(n, IDENTITY, dtype=object),
                           np.full(n, "", dtype=object))
     facts = kernel_facts(trace, origin, target)
+    if origin.vendor != target.vendor:  # hook: NVIDIA <-> AMD kernels do not carry over (scale/vendor.py)
+        return _cross_vendor(trace, origin, target, facts)
     method = np.full(n, WAVE, dtype=object)
     reason = np.full(n, "", dtype=object)
     kclass = g[S.KCLASS].to_numpy()
@@ -73,7 +75,24 @@ def predict(trace, origin: GpuSpec, target: GpuSpec) -> Prediction:
     bounded = library & np.isfinite(floor)
     t_t = np.where(bounded, np.maximum(t_t, floor), t_t)
     dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
+    if origin.vendor == "amd":  # the occupancy rules ran without registers: say so where nothing else is said
+        reason[(g[S.REGISTERS].to_numpy() < 0) & (reason == "")] = vendor.ROCM_REASON
     return Prediction(origin, target, dur, method, reason, warnings=_warnings(no_params, is_copy))
+
+
+def _cross_vendor(trace, origin: GpuSpec, target: GpuSpec, facts: dict[str, np.ndarray]) -> Prediction:
+    """NVIDIA trace -> AMD GPU or back: vendor.cross_vendor for kernels, copies as in predict."""
+    g = trace.gpu
+    t_o = g[S.DUR].to_numpy().astype(np.float64)
+    t_t, method, reason = vendor.cross_vendor(g, facts, origin, target)
+    is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
+    host_copy = is_copy & _name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
+    t_t = np.where(is_copy, np.where(host_copy, t_o, t_o * facts["bw_origin"] / facts["bw_target"]), t_t)
+    method[is_copy] = COPY
+    reason[is_copy] = ""
+    reason[host_copy] = "host copy: link bandwidth not modelled, origin time kept"
+    dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
+    return Prediction(origin, target, dur, method, reason)
 
 
 def _learned_gemm_ns(trace, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, t_o: np.ndarray) -> np.ndarray:
@@ -143,9 +162,10 @@ def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarra
     threads = (g[S.BLOCK_X] * g[S.BLOCK_Y] * g[S.BLOCK_Z]).to_numpy()
     has_params = (blocks > 0) & (threads > 0)
     thr = np.where(has_params, threads, 1)
-    regs, smem = g[S.REGISTERS].to_numpy(), g[S.SHARED_MEM].to_numpy()
-    bps_o = np.maximum(occupancy.blocks_per_sm(thr, regs, smem, origin.occupancy), 1)
-    bps_t = np.maximum(occupancy.blocks_per_sm(thr, regs, _fit_smem(smem, target), target.occupancy), 1)
+    # ROCm traces record no registers (-1): no register limit, as the CUDA rules read 0
+    regs, smem = np.maximum(g[S.REGISTERS].to_numpy(), 0), g[S.SHARED_MEM].to_numpy()
+    bps_o = np.maximum(_blocks_per_sm(thr, regs, smem, origin), 1)
+    bps_t = np.maximum(_blocks_per_sm(thr, regs, _fit_smem(smem, target), target), 1)
     # without launch parameters assume a kernel that fills many waves (pure SM-count scaling)
     blocks = np.where(has_params, blocks, 1e6)
     w_o = occupancy.waves(blocks, bps_o, origin.sms)
@@ -181,8 +201,15 @@ def kernel_facts(trace, origin: GpuSpec, target: GpuSpec) -> dict[str, np.ndarra
     flop_share = np.where(off, 0.0, flop_share)
     gamma = np.where(off, LIBRARY_GAMMA_WITHOUT_SHAPES, gamma)
     return {"flop_share": flop_share, "has_params": has_params, "pipe": np.array(pipe, dtype=object),
+            "flops": share * flops, "bytes": share * nbytes,  # the kernel's share of its op's cost
             "waves_origin": w_o, "waves_target": w_t,
             "bw_origin": bw_o, "bw_target": bw_t, "rate_ratio": rate_ratio, "gamma": gamma, "roofline_floor_ns": floor}
+
+
+def _blocks_per_sm(threads: np.ndarray, regs: np.ndarray, smem: np.ndarray, spec: GpuSpec) -> np.ndarray:
+    if spec.vendor == "amd":
+        return occupancy.cdna_blocks_per_cu(threads, regs, smem, spec.occupancy)
+    return occupancy.blocks_per_sm(threads, regs, smem, spec.occupancy)
 
 
 def _fit_smem(smem: np.ndarray, target: GpuSpec) -> np.ndarray:

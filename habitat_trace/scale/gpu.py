@@ -84,7 +84,10 @@ class GpuSpec:
         return self.memory_bandwidth_gbs  # 1e9 B/s == 1 B/ns
 
     def pipe_peak_tflops(self, pipe: str) -> float:
-        """Peak of the pipe a kernel runs on: "fp32" is the CUDA cores, any other name a tensor dtype."""
+        """Peak of the pipe a kernel runs on: "fp32" is the CUDA cores (AMD: vector ALUs), "matrix-fp32" AMD's
+        FP32 matrix cores (MFMA; the CUDA cores on NVIDIA), any other name a tensor dtype."""
+        if pipe == "matrix-fp32":
+            return float(self.tensor_tflops.get("fp32", self.fp32_tflops))
         return self.fp32_tflops if pipe == "fp32" else self.tensor_peak_tflops(pipe)
 
     def tensor_peak_tflops(self, dtype: str) -> float:

@@ -17,7 +17,8 @@ ROOFLINE_OP = "roofline-op"  # library kernel (GEMM/conv/attention) scaled by a 
 LEARNED = "learned"  # library GEMM predicted by the learned model (scale/learned), roofline-bounded
 COPY = "copy"  # memcpy/memset: bandwidth ratio
 FALLBACK = "fallback"  # launch parameters missing: class-level rule (reason says why)
-METHODS = (IDENTITY, WAVE, ROOFLINE_OP, LEARNED, COPY, FALLBACK)
+BANDWIDTH = "bandwidth"  # across vendors, non-library kernels: DRAM bandwidth and vector peak ratios (scale/vendor.py)
+METHODS = (IDENTITY, WAVE, ROOFLINE_OP, LEARNED, COPY, FALLBACK, BANDWIDTH)
 
 
 @dataclass(frozen=True)
