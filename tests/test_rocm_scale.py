@@ -94,3 +94,24 @@ def test_cdna_workgroups_per_cu() -> None:
     assert got.tolist() == [32, 16, 8, 2, 4]
     assert occupancy.cdna_blocks_per_cu(np.array([64]), np.array([0]), np.array([0]),
                                         CATALOG.occupancy["gfx908"]).tolist() == [40]
+
+
+def test_compare_h100_with_amd_targets_and_prices(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    main(["compare", str(MLP_FIXTURE), "--to", "H100,MI300X,MI100", "--format", "json"])
+    rows = {r["gpu"]: r for r in json.loads(capsys.readouterr().out)}
+    assert list(rows) == ["H100 SXM5 80GB", "MI300X", "MI100"]  # the origin first, listed once
+    assert rows["MI300X"]["usd_per_hour"] == 2.59 and "digitalocean" in rows["MI300X"]["price_source"]
+    assert rows["MI100"]["usd_per_hour"] is None  # no public on-demand price
+    assert set(rows["MI300X"]["method_share"]) <= {BANDWIDTH, ROOFLINE_OP, COPY}
+    assert rows["MI100"]["gpu_busy_ms"] > rows["H100 SXM5 80GB"]["gpu_busy_ms"]
+
+
+def test_gpus_lists_the_amd_entries(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    main(["gpus", "--format", "json"])
+    by_name = {g["name"]: g for g in json.loads(capsys.readouterr().out)}
+    assert {"MI100", "MI210", "MI250 GCD", "MI250X GCD", "MI300X", "MI325X", "MI355X"} <= set(by_name)
+    assert by_name["MI300X"]["compute_capability"] == "gfx942" and by_name["MI300X"]["sms"] == 304
