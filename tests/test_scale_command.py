@@ -35,6 +35,9 @@ class FakeCatalog:
     def for_device(self, device_name: str):
         return self.specs["H100 SXM5 80GB"] if device_name == "NVIDIA H100 80GB HBM3" else None
 
+    def for_properties(self, props: dict):  # ROCm's generic names (issue 20); no AMD GPU here
+        return None
+
 
 @pytest.fixture()
 def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
