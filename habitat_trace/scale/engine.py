@@ -5,7 +5,8 @@ Methods: identity (same GPU), copy (memcpy/memset), wave (kernels with launch pa
 roofline-op (library GEMM/conv/attention/RNN kernels: wave law, then bounded below by the target's
 roofline for the op's FLOPs and bytes), learned (FP32 GEMMs between two real GPUs inside the learned
 model's trained range, scale/learned/envelope.py: its time ratio, roofline-bounded), fallback (no launch
-parameters: class-level rule).
+parameters: class-level rule). Between an NVIDIA and an AMD GPU one hook hands the kernels to scale/vendor.py
+(roofline-op for library kernels, bandwidth for the rest).
 """
 from __future__ import annotations
 

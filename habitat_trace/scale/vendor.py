@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.ingest import classify as K
+from habitat_trace.ingest import schema as S
 from habitat_trace.scale import wave
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import BANDWIDTH, ROOFLINE_OP
@@ -46,9 +47,9 @@ def library_peak_tflops(spec: GpuSpec, pipe: str) -> float:
 
 def cross_vendor(g: pd.DataFrame, facts: dict[str, np.ndarray], origin: GpuSpec,
                  target: GpuSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    t_o = g["dur_ns"].to_numpy().astype(np.float64)
+    t_o = g[S.DUR].to_numpy().astype(np.float64)
     n = len(t_o)
-    library = np.isin(g["kclass"].to_numpy(), K.LIBRARY_CLASSES)
+    library = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES)
     pipe = facts["pipe"]
     peak_o = np.array([library_peak_tflops(origin, p) for p in pipe]) if n else np.zeros(0)
     peak_t = np.array([library_peak_tflops(target, p) for p in pipe]) if n else np.zeros(0)
