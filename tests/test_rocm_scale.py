@@ -115,3 +115,12 @@ def test_gpus_lists_the_amd_entries(capsys: pytest.CaptureFixture[str]) -> None:
     by_name = {g["name"]: g for g in json.loads(capsys.readouterr().out)}
     assert {"MI100", "MI210", "MI250 GCD", "MI250X GCD", "MI300X", "MI325X", "MI355X"} <= set(by_name)
     assert by_name["MI300X"]["compute_capability"] == "gfx942" and by_name["MI300X"]["sms"] == 304
+
+
+def test_learned_gemm_model_stays_off_amd_gpus() -> None:
+    """Regression: with the AMD chips' process nodes in the catalog, the MI100 (23.1 TF FP32, 1.2 TB/s, 120 CUs)
+    falls inside the learned model's NVIDIA training range; it was trained on CUDA-core SGEMMs only."""
+    from habitat_trace.scale.learned import envelope
+
+    assert not any(envelope.covers(s) for s in CATALOG.specs if s.vendor == "amd")
+    assert envelope.covers(CATALOG.resolve("V100 PCIe 32GB"))
