@@ -85,7 +85,9 @@ class Trace:
             return self.prediction.target.name
         from habitat_trace.scale.specs import load_catalog
 
-        spec = pipeline.catalog_gpu(load_catalog(None), self.tables.device_name)
+        catalog = load_catalog(None)
+        spec = pipeline.catalog_gpu(catalog, self.tables.device_name) or catalog.for_properties(
+            self.tables.device_properties)
         return spec.name if spec else None
 
     @property

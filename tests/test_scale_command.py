@@ -37,6 +37,8 @@ class FakeCatalog:
 
     def get(self, name: str):
         return self.specs.get(name)
+    def for_properties(self, props: dict):  # ROCm's generic names (issue 20); no AMD GPU here
+        return None
 
 
 @pytest.fixture()

@@ -48,8 +48,8 @@ def test_at_least_30_gpus_including_the_issue_list():
     assert set(REQUIRED_GPUS) <= set(CATALOG.names)
 
 
-@pytest.mark.parametrize("spec", CATALOG.specs, ids=lambda s: s.name)
-def test_every_gpu_is_sourced_and_in_sane_ranges(spec):
+@pytest.mark.parametrize("spec", [s for s in CATALOG.specs if s.vendor == "nvidia"], ids=lambda s: s.name)
+def test_every_gpu_is_sourced_and_in_sane_ranges(spec):  # AMD entries: tests/test_amd_catalog.py
     assert len(spec.source) > 20, "every GPU needs a datasheet/whitepaper/measured source"
     assert 10 <= spec.sms <= 200
     assert 500 <= spec.boost_clock_mhz <= 3000
@@ -100,6 +100,8 @@ def test_measured_h100_h200_facts():
 def test_occupancy_tables_cover_6_0_to_12_0():
     assert {"6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"} <= set(CATALOG.occupancy)
     for cc, occ in CATALOG.occupancy.items():
+        if cc.startswith("gfx"):  # AMD CDNA: tests/test_amd_catalog.py
+            continue
         assert occ.source, cc
         assert occ.max_warps_per_sm * occ.warp_size == occ.max_threads_per_sm
         assert occ.max_threads_per_block <= occ.max_threads_per_sm
@@ -231,7 +233,7 @@ BAD_FILES = {
     "base cycle": ('[gpus."A"]\nbase = "B"\n[gpus."B"]\nbase = "A"\n', r"base cycle A -> B -> A"),
     "self base": ('[gpus."A"]\nbase = "a"\n', r"base cycle A -> A"),
     "unknown cc": ('[gpus."X"]\nbase = "H200"\ncompute_capability = "9.9"\n',
-                   r'compute_capability \'9\.9\' has no \[occupancy\."9\.9"\] table \(known: 6\.0, .*12\.0\)'),
+                   r'compute_capability \'9\.9\' has no \[occupancy\."9\.9"\] table \(known: 6\.0, .*12\.0, gfx908, .*gfx950\)'),
     "toml syntax": ('[gpus."X"]\nbase = "H200"\nsms = \n', r"not valid TOML: .*line 3"),
     "top-level": ('[gpu."X"]\nbase = "H200"\n', r"unknown top-level table 'gpu' \(did you mean 'gpus'\?\)"),
     "not a table": ('gpus = 3\n', r"gpus must be tables"),

@@ -103,11 +103,11 @@ def check_output(out: Path, inputs: tuple[Path, ...]) -> None:
 def device_properties(spec: GpuSpec, base: Mapping[str, Any]) -> dict[str, Any]:
     """A deviceProperties entry describing ``spec`` (fields Kineto writes, from the catalog)."""
     occ = spec.occupancy
-    major, _, minor = spec.compute_capability.partition(".")
+    major, minor = spec.compute_version
     out = dict(base)
     out.update({
         "name": spec.name, "totalGlobalMem": int(round(spec.memory_gib * 2**30)),
-        "computeMajor": int(major), "computeMinor": int(minor or 0),
+        "computeMajor": major, "computeMinor": minor,
         "maxThreadsPerBlock": occ.max_threads_per_block, "maxThreadsPerMultiprocessor": occ.max_threads_per_sm,
         "regsPerBlock": occ.max_registers_per_block, "warpSize": occ.warp_size, "numSms": spec.sms,
         "regsPerMultiprocessor": occ.registers_per_sm, "sharedMemPerBlockOptin": occ.shared_mem_per_block_optin_bytes,

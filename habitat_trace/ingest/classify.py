@@ -34,7 +34,8 @@ NAME_RULES: tuple[tuple[str, str], ...] = (
     (COPY, r"nchwToNhwc|nhwcToNchw|transpose_readWrite|permute|transpose"),  # layout transforms stream memory
     (CONV, r"fprop|dgrad|wgrad|conv(?!ert)|winograd|implicit_convolve|cudnn::.*(?:fft|convolve)"),
     (RNN, r"lstm|rnn|gru_cell|elemWiseRNN"),
-    (GEMM, r"gemm|gemv|cutlass|cublas|nvjet|xmma|matmul|wgmma|splitKreduce|marlin|fused_moe_kernel"),
+    (GEMM, r"gemm|gemv|cutlass|cublas|nvjet|xmma|matmul|wgmma|splitKreduce|marlin|fused_moe_kernel|^Cijk_|rocblas|"
+           r"hipblaslt"),  # + Tensile/rocBLAS
     (TRITON, r"^triton_"),
     # rotary position embedding rotates q/k elementwise (no table lookup); gated activations (vLLM, FlashInfer)
     (ELEMENTWISE, r"rotary|act_and_mul"),

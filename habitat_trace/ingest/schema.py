@@ -53,7 +53,7 @@ DEVICE = "device"
 STREAM = "stream"
 GRID_X, GRID_Y, GRID_Z = "grid_x", "grid_y", "grid_z"
 BLOCK_X, BLOCK_Y, BLOCK_Z = "block_x", "block_y", "block_z"
-REGISTERS = "registers_per_thread"
+REGISTERS = "registers_per_thread"  # NONE (-1) = not recorded (ROCm traces); 0 = none or unknown (CUPTI)
 SHARED_MEM = "shared_mem_bytes"
 BYTES = "bytes"
 CUPTI_BLOCKS_PER_SM = "cupti_blocks_per_sm"
@@ -102,6 +102,16 @@ SYNC_CALLS = {
     "cuEventSynchronize": "event",
     "cuStreamWaitEvent": "wait_event",
     "cuEventRecord": "record",
+    # HIP runtime (ROCm traces): the same semantics under hip* names (HIP runtime API reference)
+    "hipDeviceSynchronize": "device",
+    "hipStreamSynchronize": "stream",
+    "hipEventSynchronize": "event",
+    "hipStreamWaitEvent": "wait_event",
+    "hipEventRecord": "record",
+    "hipMemcpy": "blocking_copy",
+    "hipMemcpyWithStream": "blocking_copy",  # synchronous copy on a stream (HIP docs: returns when done)
+    "hipMemcpy2D": "blocking_copy",
+    "hipMemset": "blocking_copy",
 }
 # A call that blocks the CPU until GPU work is done (the others only order GPU work).
 BLOCKING_SYNC_KINDS = ("device", "stream", "event", "blocking_copy")

@@ -200,10 +200,16 @@ def call_table(events: list[Any], buckets: dict[str, list[int]]) -> pd.DataFrame
     idx = sorted(i for c in S.CALL_CATEGORIES for i in buckets.get(c, ()))
     idx, evs, args, cols = _base(events, idx)
     cols[S.CAT] = _text([S.CATEGORY_ALIASES.get(e["cat"], e["cat"]) for e in evs])
-    corr, ext, ext21 = _columns([(a.get("correlation"), a.get("External id", _ABSENT), a.get("external id"))
-                                 for a in args], 3)
+    corr, ext, ext21, grid, block, smem = _columns([
+        (a.get("correlation"), a.get("External id", _ABSENT), a.get("external id"), a.get("grid"), a.get("block"),
+         a.get("shared memory")) for a in args], 6)
     cols[S.CORRELATION] = col.ints(corr)
     cols[S.EXTERNAL_ID] = _external_ids(ext, ext21)
+    # ROCm launch calls carry the launch parameters (ingest.rocm); CUDA calls have none (0)
+    grid3, block3 = col.triples(grid), col.triples(block)
+    cols[S.GRID_X], cols[S.GRID_Y], cols[S.GRID_Z] = grid3[:, 0], grid3[:, 1], grid3[:, 2]
+    cols[S.BLOCK_X], cols[S.BLOCK_Y], cols[S.BLOCK_Z] = block3[:, 0], block3[:, 1], block3[:, 2]
+    cols[S.SHARED_MEM] = col.ints(smem, default=0)
     cols[S.SYNC_KIND] = [S.SYNC_CALLS.get(n, "") for n in cols[S.NAME]]
     return pd.DataFrame(cols)
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.errors import TraceFormatError, UnsupportedTraceError
-from habitat_trace.ingest import classify, linking, reader
+from habitat_trace.ingest import classify, linking, reader, rocm
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.assemble import assemble
 from habitat_trace.ingest.columns import NO_TIME
@@ -85,6 +85,7 @@ class Trace:
         if self.raw_ts_ns is None or self.raw_dur_ns is None:
             return self.event_ts_ns, self.event_dur_ns
         return self.raw_ts_ns, self.raw_dur_ns
+    vendor: str = "nvidia"  # "amd" for a ROCm trace (ingest.rocm): launch parameters from the hip* call
 
     @property
     def device_name(self) -> str | None:
@@ -171,7 +172,6 @@ def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu:
         devices = []
     devices = [d for d in devices if isinstance(d, dict)]
     parts = assemble(event_chunks(events))
-    _refuse_amd(path, devices, parts.hip)
     for what, df in (("GPU event", parts.gpu), ("CPU op", parts.ops), ("runtime call", parts.calls)):
         _check_times(path, what, df, events)
     if require_gpu and len(parts.gpu) == 0:
@@ -179,7 +179,8 @@ def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu:
     trace = Trace(path=path, meta=meta, devices=devices, events=events, event_ts_ns=parts.ts_ns,
                   event_dur_ns=parts.dur_ns, gpu=parts.gpu, ops=parts.ops, calls=parts.calls,
                   steps=pd.DataFrame(), syncs=parts.syncs, gpu_annotations=parts.gpu_annotations,
-                  flows=parts.flows, memory=parts.memory, collectives=parts.collectives)
+                  flows=parts.flows, memory=parts.memory, collectives=parts.collectives,
+                  vendor="amd" if rocm.is_rocm(devices, parts.hip) else "nvidia")
     return _link(trace)
 
 
@@ -202,6 +203,8 @@ def _link(t: Trace) -> Trace:
     launch = linking.first_row_by_key(calls[S.CORRELATION].to_numpy(), gpu[S.CORRELATION].to_numpy())
     has = launch != S.NONE
     gpu[S.LAUNCH] = launch
+    if t.vendor == "amd":
+        gpu = rocm.launch_params(gpu, calls, launch)
     safe = np.maximum(launch, 0)
     gpu[S.LAUNCH_NAME] = np.where(has, calls[S.NAME].to_numpy()[safe] if len(calls) else "", "")
     gpu[S.LAUNCH_TS] = np.where(has, calls[S.TS].to_numpy()[safe] if len(calls) else 0, S.NONE)
@@ -227,11 +230,11 @@ def _link(t: Trace) -> Trace:
         step = linking.step_of(steps, gpu[S.TS].to_numpy())
     gpu[S.STEP] = step
     gpu[S.KCLASS] = classify.classify(gpu[S.NAME], gpu[S.CAT], gpu[S.OP_NAME])
-    gpu[S.LAUNCH_ISSUE] = drop_invalid_launch_params(gpu)
+    gpu[S.LAUNCH_ISSUE] = drop_invalid_launch_params(gpu, registers_recorded=t.vendor != "amd")
     linked = Trace(path=t.path, meta=t.meta, devices=t.devices, events=t.events, event_ts_ns=t.event_ts_ns,
                    event_dur_ns=t.event_dur_ns, gpu=gpu, ops=ops, calls=calls, steps=steps, syncs=t.syncs,
                    gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory,
-                   collectives=t.collectives)
+                   collectives=t.collectives, vendor=t.vendor)
     check_tables(linked)
     return linked
 
@@ -253,14 +256,16 @@ def check_tables(trace: Trace) -> None:
                                f"(missing {missing}, wrong dtypes {wrong})")
 
 
-def drop_invalid_launch_params(gpu: pd.DataFrame) -> np.ndarray:
+def drop_invalid_launch_params(gpu: pd.DataFrame, registers_recorded: bool = True) -> np.ndarray:
     """Zero (= not recorded) the launch parameters of kernels whose recorded values are out of range (a negative
     register count or shared memory, a negative grid or block, over MAX_REGISTERS_PER_THREAD registers), so the
     engine takes its no-parameters rule for them instead of failing in the occupancy model; returns per row why
-    ("" where the values were kept). Changes ``gpu`` in place (ingest's own table, being built)."""
+    ("" where the values were kept). Changes ``gpu`` in place (ingest's own table, being built). A ROCm trace
+    records no registers (ingest.rocm writes -1 for "missing"): ``registers_recorded`` False accepts that."""
     launch = [S.GRID_X, S.GRID_Y, S.GRID_Z, S.BLOCK_X, S.BLOCK_Y, S.BLOCK_Z, S.REGISTERS, S.SHARED_MEM]
     issue = np.full(len(gpu), "", dtype=object)
-    for column, bad in ((S.REGISTERS, (gpu[S.REGISTERS] < 0) | (gpu[S.REGISTERS] > S.MAX_REGISTERS_PER_THREAD)),
+    low = 0 if registers_recorded else S.NONE
+    for column, bad in ((S.REGISTERS, (gpu[S.REGISTERS] < low) | (gpu[S.REGISTERS] > S.MAX_REGISTERS_PER_THREAD)),
                         (S.SHARED_MEM, gpu[S.SHARED_MEM] < 0),
                         (S.GRID_X, (gpu[[S.GRID_X, S.GRID_Y, S.GRID_Z]] < 0).any(axis=1)),
                         (S.BLOCK_X, (gpu[[S.BLOCK_X, S.BLOCK_Y, S.BLOCK_Z]] < 0).any(axis=1))):
@@ -301,12 +306,3 @@ def _refuse_without_kernels(path: Path, events: Sequence[Any]) -> None:
         f"{path}: no GPU kernels in this trace (CPU-only profile); record it with "
         "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a CUDA device"
     )
-
-
-def _refuse_amd(path: Path, devices: list[dict], hip_calls: bool) -> None:
-    names = ", ".join(dict.fromkeys(str(d.get("name", "")) for d in devices))  # each name once, not per device
-    if hip_calls or "AMD" in names or "Radeon" in names or "Instinct" in names:
-        raise UnsupportedTraceError(
-            f"{path}: AMD/ROCm trace ({names or 'hip runtime calls'}); habitat-trace models NVIDIA GPUs only "
-            "(CUDA occupancy and CUPTI launch parameters): record the workload on an NVIDIA GPU"
-        )

@@ -240,6 +240,8 @@ def tensor_dtype_from_kernel(name: str, op_dtype: str = "fp32") -> Optional[str]
     # vLLM's template argument "(vllm::Fp8KVCacheDataType)N" names the KV cache's storage, not a compute dtype
     # (its attention dequantizes to the activation dtype), and is there even when N = 0 (kAuto: no FP8)
     n = name.lower().replace("fp8kvcachedatatype", "")
+    if n.startswith("cijk_") and "_mi" in n and op_dtype == "fp32":  # Tensile (rocBLAS/hipBLASLt) MFMA FP32 GEMM
+        return "matrix-fp32"
     if n.startswith("nvjet"):  # cuBLAS's tensor-core JIT kernels; the name does not spell the input type
         return op_dtype if op_dtype in ("bf16", "fp16", "fp8") else "tf32"
     if any(tag in n for tag in SIMT_TAGS) and "tf32" not in n:

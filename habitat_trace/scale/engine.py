@@ -6,7 +6,8 @@ roofline-op (library GEMM/conv/attention/RNN kernels: wave law, then bounded bel
 roofline for the op's FLOPs and bytes), learned (FP32 GEMMs between two real GPUs inside the learned
 model's trained range, scale/learned/envelope.py: its time ratio, roofline-bounded), sustained (FP32 GEMMs
 across architectures: the GPUs' sustained rates, scale/crossarch.py), fallback (no launch parameters:
-class-level rule).
+class-level rule). Between an NVIDIA and an AMD GPU one hook hands the kernels to scale/vendor.py
+(roofline-op for library kernels, bandwidth for the rest).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pandas as pd
 from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import KernelTables as Tables
-from habitat_trace.scale import collective, crossarch, learned, occupancy, wave
+from habitat_trace.scale import collective, crossarch, learned, occupancy, vendor, wave
 from habitat_trace.scale.cost import gemm_dims, gemm_flops_bytes, op_cost, tensor_dtype_from_kernel
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
@@ -60,6 +61,8 @@ def _predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
         return Prediction(origin, target, np.maximum(g[S.DUR].to_numpy(), 1), np.full(n, IDENTITY, dtype=object),
                           np.full(n, "", dtype=object))
     facts = kernel_facts(trace, origin, target)
+    if origin.vendor != target.vendor:  # hook: NVIDIA <-> AMD kernels do not carry over (scale/vendor.py)
+        return _cross_vendor(trace, origin, target, facts)
     method = np.full(n, WAVE, dtype=object)
     reason = np.full(n, "", dtype=object)
     kclass = g[S.KCLASS].to_numpy()
@@ -102,6 +105,8 @@ def _predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
     bounded = library & np.isfinite(floor)
     t_t = np.where(bounded, np.maximum(t_t, floor), t_t)
     dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
+    if origin.vendor == "amd":  # the occupancy rules ran without registers: say so where nothing else is said
+        reason[(g[S.REGISTERS].to_numpy() < 0) & (reason == "")] = vendor.ROCM_REASON
     warnings = (*_warnings(no_params, is_copy), *_precision_warnings(facts, substituted, t_o, origin, target),
                 *_shape_warnings(trace))
     return Prediction(origin, target, dur, method, reason, warnings=warnings, facts=facts)
@@ -110,6 +115,8 @@ def _predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
 def _precision_reason(pipe: str, used: str, target: GpuSpec) -> str:
     return (f"{pipe} kernel: {target.name} has no {pipe} tensor path; predicted at its {used} rate with "
             f"{ELEMENT_BYTES[used] / ELEMENT_BYTES[pipe]:g}x the bytes, the precision the model runs in there")
+
+
 def _precision_warnings(facts: KernelFacts, substituted: np.ndarray, t_o: np.ndarray, origin: GpuSpec,
                         target: GpuSpec) -> tuple[str, ...]:
     """One line per (dtype on the origin, dtype on the target) pair that ``GpuSpec.tensor_pipe`` substituted."""
@@ -123,6 +130,21 @@ def _precision_warnings(facts: KernelFacts, substituted: np.ndarray, t_o: np.nda
                    f"{pipe} tensor path on {target.name}: predicted at its {used} rate, as the model would run in "
                    f"{used} there (method unchanged, reason per kernel)")
     return tuple(out)
+
+
+def _cross_vendor(trace: Tables, origin: GpuSpec, target: GpuSpec, facts: KernelFacts) -> Prediction:
+    """NVIDIA trace -> AMD GPU or back: vendor.cross_vendor for kernels, copies as in predict."""
+    g = trace.gpu
+    t_o = g[S.DUR].to_numpy().astype(np.float64)
+    t_t, method, reason = vendor.cross_vendor(g, facts, origin, target)
+    is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
+    host_copy = is_copy & _name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
+    t_t = np.where(is_copy, np.where(host_copy, t_o, t_o * facts.bw_origin / facts.bw_target), t_t)
+    method[is_copy] = COPY
+    reason[is_copy] = ""
+    reason[host_copy] = "host copy: link bandwidth not modelled, origin time kept"
+    dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
+    return Prediction(origin, target, dur, method, reason, facts=facts)
 
 
 def _learned_gemm_ns(trace: Tables, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, t_o: np.ndarray) -> np.ndarray:
@@ -220,9 +242,10 @@ def kernel_facts(trace: Tables, origin: GpuSpec, target: GpuSpec) -> KernelFacts
     threads = (g[S.BLOCK_X] * g[S.BLOCK_Y] * g[S.BLOCK_Z]).to_numpy()
     has_params = (blocks > 0) & (threads > 0)
     thr = np.where(has_params, threads, 1)
-    regs, smem = g[S.REGISTERS].to_numpy(), g[S.SHARED_MEM].to_numpy()
-    bps_o = np.maximum(occupancy.blocks_per_sm(thr, regs, smem, origin.occupancy), 1)
-    bps_t = np.maximum(occupancy.blocks_per_sm(thr, regs, _fit_smem(smem, target), target.occupancy), 1)
+    # ROCm traces record no registers (-1): no register limit, as the CUDA rules read 0
+    regs, smem = np.maximum(g[S.REGISTERS].to_numpy(), 0), g[S.SHARED_MEM].to_numpy()
+    bps_o = np.maximum(_blocks_per_sm(thr, regs, smem, origin), 1)
+    bps_t = np.maximum(_blocks_per_sm(thr, regs, _fit_smem(smem, target), target), 1)
     # without launch parameters assume a kernel that fills many waves (NO_PARAMS_REASON)
     blocks = np.where(has_params, blocks, MANY_WAVES_GRID)
     w_o = occupancy.waves(blocks, bps_o, origin.sms)
@@ -263,7 +286,14 @@ def kernel_facts(trace: Tables, origin: GpuSpec, target: GpuSpec) -> KernelFacts
     f_mem, f_comp = scale_factors(g, w_o, w_t, bw_o, bw_t, rate_ratio, width)
     return KernelFacts(has_params=has_params, pipe=np.array(pipe, dtype=object), waves_origin=w_o, waves_target=w_t,
                        bw_origin=bw_o, bw_target=bw_t, rate_ratio=rate_ratio, gamma=gamma, flop_share=flop_share,
-                       roofline_floor_ns=floor, f_mem=f_mem, f_comp=f_comp, pipe_target=pipe_t, width=width)
+                       roofline_floor_ns=floor, f_mem=f_mem, f_comp=f_comp, pipe_target=pipe_t, width=width,
+                       flops=share * flops, nbytes=share * nbytes)
+
+
+def _blocks_per_sm(threads: np.ndarray, regs: np.ndarray, smem: np.ndarray, spec: GpuSpec) -> np.ndarray:
+    if spec.vendor == "amd":
+        return occupancy.cdna_blocks_per_cu(threads, regs, smem, spec.occupancy)
+    return occupancy.blocks_per_sm(threads, regs, smem, spec.occupancy)
 
 
 def _fit_smem(smem: np.ndarray, target: GpuSpec) -> np.ndarray:

@@ -7,6 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
+# GFXIP major.minor an AMD device reports as computeMajor/computeMinor, per LLVM target (ROCm docs, "AMD GPU
+# specifications", GFXIP Major/Minor columns): gfx908 and gfx90a both report 9.0.
+GFXIP_VERSION = {"gfx908": (9, 0), "gfx90a": (9, 0), "gfx942": (9, 4), "gfx950": (9, 5)}
+
 
 # The precision a model runs in on a GPU without a tensor path for its dtype, first available wins. FP8
 # (Transformer Engine, torchao float8, DeepGEMM) needs Hopper/Ada or newer: on an A100 the same model runs in
@@ -61,7 +65,7 @@ class GpuSpec:
     memory_bandwidth_gbs: float  # 1e9 B/s
     l2_cache_mib: float
     fp32_tflops: float  # CUDA-core FP32 peak
-    tensor_tflops: Mapping[str, float]  # dense peaks by dtype: tf32, fp16, bf16, fp8 (absent: no tensor cores)
+    tensor_tflops: Mapping[str, float]  # dense peaks by dtype: tf32, fp16, bf16, fp8, fp32 (AMD matrix FP32); absent: none
     tdp_w: float
     interconnect: str
     source: str
@@ -72,8 +76,24 @@ class GpuSpec:
     base: Optional[str] = None  # catalog entry this one inherits from (what-if GPUs)
     extra: Mapping[str, object] = field(default_factory=dict)  # other sourced fields (fp64, pcie, ...)
 
+    @property
+    def vendor(self) -> str:
+        """"amd" for a CDNA entry (compute_capability is an LLVM gfx target), else "nvidia"."""
+        return "amd" if self.compute_capability.startswith("gfx") else "nvidia"
+
+    @property
+    def compute_version(self) -> tuple[int, int]:
+        """(computeMajor, computeMinor) as torch reports them: the compute capability, or an AMD target's GFXIP."""
+        if self.vendor == "amd":
+            return GFXIP_VERSION.get(self.compute_capability, (9, 0))
+        major, _, minor = self.compute_capability.partition(".")
+        return int(major), int(minor or 0)
+
     def pipe_peak_tflops(self, pipe: str) -> float:
-        """Peak of the pipe a kernel runs on: "fp32" is the CUDA cores, any other name a tensor dtype."""
+        """Peak of the pipe a kernel runs on: "fp32" is the CUDA cores (AMD: vector ALUs), "matrix-fp32" AMD's
+        FP32 matrix cores (MFMA; the CUDA cores on NVIDIA), any other name a tensor dtype."""
+        if pipe == "matrix-fp32":
+            return float(self.tensor_tflops.get("fp32", self.fp32_tflops))
         return self.fp32_tflops if pipe == "fp32" else self.tensor_peak_tflops(pipe)
 
     def tensor_pipe(self, dtype: str) -> str:

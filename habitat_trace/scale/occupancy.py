@@ -22,6 +22,8 @@ Choices, where the header leaves one to the caller:
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from habitat_trace.scale.gpu import OccupancyLimits
@@ -108,6 +110,19 @@ def blocks_per_sm(threads_per_block: np.ndarray, registers_per_thread: np.ndarra
                                                         shared_mem_bytes)))
     per = _limits(threads_per_block, registers_per_thread, shared_mem_bytes, limits)
     return per.min(axis=0).reshape(shape)
+
+
+def cdna_blocks_per_cu(threads_per_block: np.ndarray, registers_per_thread: np.ndarray,
+                       shared_mem_bytes: np.ndarray, limits: OccupancyLimits) -> np.ndarray:
+    """Resident workgroups per CU on AMD CDNA, from an OccupancyLimits whose CUDA names mean wavefront (warp),
+    workgroup (block), CU (SM) and LDS (shared memory): the same waves, LDS and register rules, with LLVM's
+    workgroup limit (AMDGPUBaseInfo.cpp, getMaxWorkGroupsPerCU): a workgroup of one wave needs no barrier, so
+    those are limited by waves alone; multi-wave workgroups by ``max_blocks_per_sm`` (16 barriers)."""
+    blocks = blocks_per_sm(threads_per_block, registers_per_thread, shared_mem_bytes, limits)
+    one_wave = np.asarray(threads_per_block) <= limits.warp_size
+    wide = blocks_per_sm(threads_per_block, registers_per_thread, shared_mem_bytes,
+                         replace(limits, max_blocks_per_sm=limits.max_warps_per_sm))
+    return np.where(one_wave, wide, blocks)
 
 
 def limiter(threads_per_block: np.ndarray, registers_per_thread: np.ndarray,

@@ -21,7 +21,9 @@ COPY = "copy"  # memcpy/memset: bandwidth ratio
 FALLBACK = "fallback"  # launch parameters missing or invalid: many-wave grid assumed (reason says why)
 COLLECTIVE = "collective"  # NCCL kernel: NCCL's alpha-beta model over the interconnects (scale/collective.py)
 COLLECTIVE_MEASURED = "collective-measured"  # NCCL kernel the model cannot price: measured time kept (reason)
-METHODS = (IDENTITY, WAVE, ROOFLINE_OP, LEARNED, SUSTAINED, COPY, FALLBACK, COLLECTIVE, COLLECTIVE_MEASURED)
+BANDWIDTH = "bandwidth"  # across vendors, non-library kernels: DRAM bandwidth and vector peak ratios (scale/vendor.py)
+METHODS = (IDENTITY, WAVE, ROOFLINE_OP, LEARNED, SUSTAINED, COPY, FALLBACK, BANDWIDTH, COLLECTIVE,
+           COLLECTIVE_MEASURED)
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class KernelFacts:
     f_comp: np.ndarray  # float: compute-side time factor F_c
     pipe_target: np.ndarray  # str: the pipe the kernel runs on on the target (GpuSpec.tensor_pipe: fp8 -> bf16 ...)
     width: np.ndarray  # float: element-size ratio target/origin of a substituted pipe (1 elsewhere)
+    flops: np.ndarray  # float: the kernel's share of its op's FLOPs (NaN unknown)
+    nbytes: np.ndarray  # float: the kernel's share of its op's bytes (NaN unknown)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from habitat_trace.errors import SpecError
 
 STR, INT, NUM, STR_LIST, INT_LIST = "a string", "an integer", "a number", "a list of strings", "a list of integers"
 
-TENSOR_DTYPES = ("tf32", "fp16", "bf16", "fp8")
+TENSOR_DTYPES = ("tf32", "fp16", "bf16", "fp8", "fp32")  # fp32: matrix-core FP32 (AMD MFMA); NVIDIA has none
 
 # Fields a GPU without `base` must give (everything GpuSpec needs that has no default).
 REQUIRED_GPU_KEYS: Mapping[str, str] = {
@@ -32,7 +32,7 @@ EXTRA_GPU_KEYS: Mapping[str, str] = {
     "base_clock_mhz": NUM, "tensor_clock_mhz_implied": NUM, "memory_bus_bits": INT, "memory_usable_gib": NUM,
     "cpu_memory_gib": NUM, "fp64_tflops": NUM, "fp64_tensor_tflops": NUM, "fp16_nontensor_tflops": NUM,
     "fp16acc_tensor_tflops": NUM, "int8_tensor_tops": NUM, "fp4_tensor_tflops": NUM, "pcie_gen": INT,
-    "nvlink_gbs": NUM, "nvlink_c2c_gbs": NUM,
+    "nvlink_gbs": NUM, "nvlink_c2c_gbs": NUM, "infinity_cache_mib": NUM,
     # the usual multi-GPU node of the part (collective pricing, scale/collective.py)
     "nvlink_gen": INT, "node": STR, "node_gpus": INT, "node_network_gbps": NUM, "node_source": STR,
     # what large FP32 GEMMs sustain (power-limited clock, library efficiency) and where the number comes from

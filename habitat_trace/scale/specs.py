@@ -40,6 +40,7 @@ SCALED_PEAKS = ("fp32_tflops", *(f"{d}_tensor_tflops" for d in F.TENSOR_DTYPES),
                 "fp64_tensor_tflops", "fp16_nontensor_tflops", "fp16acc_tensor_tflops", "int8_tensor_tops",
                 "fp4_tensor_tflops")
 _SEPARATORS = re.compile(r"[\s_\-]+")
+MEMORY_MATCH = 0.05  # a device reports slightly less than the nominal memory (MI250 GCD: 63.98 of 64 GiB)
 
 
 def normalize(name: str) -> str:
@@ -74,6 +75,27 @@ class Catalog:
     def for_device(self, device_name: str) -> Optional[GpuSpec]:
         """The spec for a torch/Kineto deviceProperties name, or None when the catalog does not list it."""
         return self._by_device.get(normalize(device_name))
+
+    def for_properties(self, props: Mapping[str, object]) -> Optional[GpuSpec]:
+        """The AMD entry a ROCm deviceProperties entry describes, when its name does not say (ROCm often reports
+        "AMD Radeon Graphics"): same CU count (numSms), GFXIP (computeMajor.computeMinor) and memory within
+        MEMORY_MATCH. Several matches (an MI210 and an MI250 GCD are alike in all three) resolve to the first in
+        catalog order, with a warning; None when nothing matches or the device is not AMD (warpSize 64)."""
+        try:
+            cus, warp = int(props.get("numSms", 0)), int(props.get("warpSize", 0))  # type: ignore[call-overload]
+            version = (int(props.get("computeMajor", -1)), int(props.get("computeMinor", -1)))  # type: ignore[call-overload]
+            gib = float(props.get("totalGlobalMem", 0)) / 2**30  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return None
+        if warp != 64:
+            return None
+        hits = [s for s in self.specs if s.vendor == "amd" and s.base is None and s.sms == cus
+                and s.compute_version == version and abs(gib - s.memory_gib) <= MEMORY_MATCH * s.memory_gib]
+        if len(hits) > 1:
+            log.warning("deviceProperties %r (%d CUs, GFXIP %d.%d, %.0f GiB) match %s; taking %s (name the origin "
+                        "with --from to choose)", props.get("name"), cus, *version, gib,
+                        ", ".join(s.name for s in hits), hits[0].name)
+        return hits[0] if hits else None
 
     def _suggest(self, name: str) -> str:
         keys = difflib.get_close_matches(normalize(name), list(self._by_key), n=8, cutoff=0.5)
@@ -136,8 +158,9 @@ def _build(data: Mapping[str, object], path: Path, parent: Catalog | None) -> Ca
 
 def _occupancy(cc: str, table: Mapping[str, object], path: Path) -> OccupancyLimits:
     at = F.where(path, "occupancy", cc)
-    if not re.fullmatch(r"\d+\.\d+", cc):
-        raise SpecError(f'{at} is not a compute capability; write it as [occupancy."9.0"]')
+    if not re.fullmatch(r"\d+\.\d+|gfx[0-9a-f]+", cc):
+        raise SpecError(f'{at} is not a compute capability; write it as [occupancy."9.0"] (AMD: the LLVM '
+                        'target, e.g. [occupancy."gfx942"])')
     F.check_keys(table, F.OCCUPANCY_KEYS, at)
     missing = [k for k in F.OCCUPANCY_KEYS if k not in table]
     if missing:
@@ -209,12 +232,17 @@ class _GpuTables:
         cc = fields["compute_capability"]
         if cc not in self.occupancy:
             raise SpecError(f"{at}.compute_capability {cc!r} has no [occupancy.\"{cc}\"] table (known: "
-                            f"{', '.join(sorted(self.occupancy, key=lambda c: tuple(map(int, c.split('.')))))});"
+                            f"{', '.join(sorted(self.occupancy, key=_cc_order))});"
                             " add one to the specs file")
         given = [k for k in F.PRICE_KEYS if k in fields]
         if given and len(given) != len(F.PRICE_KEYS):
             missing = [k for k in F.PRICE_KEYS if k not in fields]
             raise SpecError(f"{at} gives {', '.join(given)} but not {', '.join(missing)}; a price needs all three")
+
+
+def _cc_order(cc: str) -> tuple:
+    """NVIDIA compute capabilities in numeric order, then AMD LLVM targets by name."""
+    return (0, *map(int, cc.split("."))) if cc[0].isdigit() else (1, cc)
 
 
 def _to_spec(name: str, fields: Mapping[str, object], occupancy: Mapping[str, OccupancyLimits]) -> GpuSpec:

@@ -49,7 +49,8 @@ def trained_range() -> tuple[np.ndarray, np.ndarray]:
 
 
 def covers(spec: GpuSpec) -> bool:
-    if spec.base is not None or np.isnan(M.process_nm(spec)):
+    # trained on NVIDIA CUDA-core SGEMMs only: an AMD GPU (another library, matrix-core FP32) is outside
+    if spec.base is not None or spec.vendor != "nvidia" or np.isnan(M.process_nm(spec)):
         return False
     low, high = trained_range()
     v = np.array([float(getattr(spec, f)) for f in FIELDS])

@@ -29,9 +29,13 @@ TILE = 128
 # Process node by chip (name prefix, first match wins), for the power model below. Sources: NVIDIA Pascal
 # (Tesla P100) whitepaper "16 nm FinFET" (GP10x); Volta (V100) and Turing whitepapers "TSMC 12 nm FFN"; A100
 # whitepaper "TSMC 7 nm N7"; Ampere GA102 whitepaper "Samsung 8 nm 8N"; Ada (AD102) and H100 whitepapers
-# "TSMC 4N"; Blackwell technical brief "TSMC 4NP".
+# "TSMC 4N"; Blackwell technical brief "TSMC 4NP". AMD (compute dies): AnandTech's MI210 launch table (MI100
+# Arcturus "TSMC 7nm", MI210/MI250 Aldebaran "TSMC N6"); MI300X/MI325X XCDs TSMC 5 nm (awesomeagents.ai MI325X
+# table, unverified); ROCm docs MI350 microarchitecture (CDNA4 XCDs "TSMC's N3P"). The learned model never runs on
+# AMD GPUs (envelope.covers); the nodes keep the catalog complete.
 PROCESS_NM = (("GP1", 16.0), ("GV1", 12.0), ("TU1", 12.0), ("GA100", 7.0), ("GA10", 8.0), ("AD1", 4.0),
-              ("GH1", 4.0), ("GB", 4.0))
+              ("GH1", 4.0), ("GB", 4.0), ("Arcturus", 7.0), ("Aldebaran", 6.0), ("Aqua Vanjaram", 5.0),
+              ("gfx950", 3.0))
 
 # TDP-limited clock. Dynamic energy per operation scales about linearly with the feature size (C V^2 with C ~
 # nm and V nearly flat from 16 to 4 nm; TSMC quotes -60% power 16FF+ -> N7 at equal speed, 7/16 = 0.44), so
