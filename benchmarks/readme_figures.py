@@ -134,7 +134,7 @@ class AccuracyRow:
     """One row of the README's accuracy table: a measured prediction task and where its details are."""
     task: str
     gpus: str
-    cells: Callable[[], tuple[str, str, str, str]]  # pairs or kernels, mean error, worst/p90, no-change baseline
+    cells: Callable[[], tuple[str, str, str, str]]  # pairs or kernels, mean error, worst/p90, baseline (named)
     details: str  # a Markdown link
 
 
@@ -144,7 +144,35 @@ def _step_cells(category: str | None) -> Callable[[], tuple[str, str, str, str]]
         busy = [r["busy_error_pct"] for r in rows]
         workloads = len({(r["dataset"], r["workload"]) for r in rows})
         return (f"{len(rows)} pairs, {workloads} workloads", f"{_mean_abs(busy):.1f}%", f"{max(map(abs, busy)):.1f}%",
-                f"{_mean_abs([r['identity_error_pct'] for r in rows]):.1f}%")
+                f"{_mean_abs([r['identity_error_pct'] for r in rows]):.1f}% (no change)")
+    return cells
+
+
+def _iteration_cells(key: str, same_host: bool, launch_bound: bool = False) -> Callable[[], tuple[str, str, str, str]]:
+    """Iteration time (or speed-up) against the real, un-profiled loop (issue 16): ``same_host`` keeps the
+    SM-scaled pairs (one machine); otherwise every pair, with the target host's speed given (host_matched_*)."""
+    def cells() -> tuple[str, str, str, str]:
+        rows = [r for r in accuracy_rows() if (r["category"] == "SM-scaled") == same_host or not same_host]
+        if launch_bound:
+            rows = [r for r in rows if str(r["launch_bound"]) == "True"]
+        err = [r[key] for r in rows]
+        base = _mean_abs([r["profiled_iteration_error_pct"] for r in rows])
+        return (f"{len(rows)} pairs", f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%",
+                f"{base:.1f}% (profiled step)" if "speedup" not in key else "-")
+    return cells
+
+
+def _neusight_cells(path: str, gpus: tuple[str, ...] | None) -> Callable[[], tuple[str, str, str, str]]:
+    """Drift-free step GPU time across architectures (benchmarks/neusight_e2e.py, neusight_amd.py) beside
+    NeuSight's published error on the same cells where it exists."""
+    def cells() -> tuple[str, str, str, str]:
+        rows = list(csv.DictReader((RESULTS / path).open()))
+        if gpus is not None:
+            rows = [r for r in rows if r["gpu"] in gpus]
+        err = [float(r["error_pct"]) for r in rows]
+        theirs = [float(r["neusight_error_pct"]) for r in rows if r.get("neusight_error_pct")]
+        base = f"{_mean_abs(theirs):.1f}% (NeuSight)" if theirs else "5.7-33% (NeuSight, its AMD GPUs)"
+        return f"{len(rows)} cells", f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%", base
     return cells
 
 
@@ -165,13 +193,27 @@ ACCURACY_ROWS = [
                 f"[both]({ACC}#what-was-measured)"),
     AccuracyRow("step GPU time, all of the above", "H100 SXM, H200", _step_cells(None),
                 "[per pair](benchmarks/results/accuracy.md)"),
+    AccuracyRow("iteration time of the real loop (no profiler), same host, fewer SMs", "H100 SXM, H200",
+                _iteration_cells("iteration_error_pct", True), f"[iteration]({ACC}#iteration-time)"),
+    AccuracyRow("iteration time of the real loop, any pair, target host's speed given (`--cpu-speed`)",
+                "H100 SXM, H200", _iteration_cells("host_matched_iteration_error_pct", False),
+                f"[iteration]({ACC}#iteration-time)"),
+    AccuracyRow("the same, launch-bound pairs only", "H100 SXM, H200",
+                _iteration_cells("host_matched_iteration_error_pct", False, True), f"[iteration]({ACC}#iteration-time)"),
+    AccuracyRow("speed-up between two settings, target host's speed given", "H100 SXM, H200",
+                _iteration_cells("host_matched_speedup_error_pct", False), f"[iteration]({ACC}#iteration-time)"),
+    AccuracyRow("step GPU time from an H100, NeuSight's FP32 workloads", "V100, T4, P100, P4 (published)",
+                _neusight_cells("neusight_e2e.csv", ("V100 PCIe 32GB", "T4", "P100 PCIe 16GB", "P4")),
+                f"[generations]({ACC}#across-gpu-generations-neusights-workloads)"),
+    AccuracyRow("step GPU time from an H100 to AMD, NeuSight's FP32 workloads", "MI100 (published)",
+                _neusight_cells("neusight_amd.csv", None), f"[AMD]({ACC}#amd)"),
     AccuracyRow("FP32 GEMM kernel time on an unseen GPU (learned model)", "P100, P4, V100, T4, A100 PCIe",
                 _logo_cells, "[docs/learned.md](docs/learned.md)"),
 ]
 
 
 def accuracy_summary() -> str:
-    out = ["| what is predicted | measured on | sample | mean abs error | worst | no-change baseline | details |",
+    out = ["| what is predicted | measured on | sample | mean abs error | worst | baseline | details |",
            "|---|---|---:|---:|---:|---:|---|"]
     for row in ACCURACY_ROWS:
         n, mean, worst, base = row.cells()
@@ -190,6 +232,7 @@ SECTIONS: dict[str, Section] = {
     "accuracy-summary": Section(accuracy_summary),
     "accuracy-by-set": Section(lambda: _accuracy_module().summary(accuracy_rows())),
     "accuracy-by-class": Section(lambda: _accuracy_module().by_class(accuracy_rows())),
+    "accuracy-iteration": Section(lambda: _accuracy_module().iteration_summary(accuracy_rows())),
 }
 
 

@@ -104,10 +104,13 @@ def catalog_gpu(catalog: Catalog, device_name: Optional[str]) -> Optional[GpuSpe
 
 
 def resolve_origin(tables: Tables, catalog: Catalog, origin: Optional[str]) -> GpuSpec:
-    """The GPU the trace was recorded on: ``origin`` (``--from``) when given, else its deviceProperties name."""
+    """The GPU the trace was recorded on: ``origin`` (``--from``) when given, else its deviceProperties name, else
+    (ROCm's generic "AMD Radeon Graphics") its CU count, memory and GFXIP (Catalog.for_properties)."""
     if origin:
         return catalog.resolve(origin)
     spec = catalog_gpu(catalog, tables.device_name)
+    if spec is None and tables.device_properties:
+        spec = catalog.for_properties(tables.device_properties)
     if spec is not None:
         return spec
     if not tables.device_name:

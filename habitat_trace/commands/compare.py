@@ -163,7 +163,7 @@ def print_table(table: Any) -> None:
                                _fmt(r["peak_memory_gib"], ".1f", "?"), _fits(r["fits_memory"]),
                                methods)))
         cells.append([cell[c] for c in shown])
-    t = Table(title="predicted steady-state iteration per GPU (first row: origin, measured)", title_justify="left",
+    t = Table(title="steady-state iteration per GPU, without the profiler (first row: the origin)", title_justify="left",
               box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD, pad_edge=wide)
     for j, c in enumerate(shown):
         # every figure keeps its widest cell (80 columns cut "121.…"); only GPU names and methods fold

@@ -39,7 +39,7 @@ MANY_WAVES_GRID = 1e6
 # warp-specialized / stream-K, Triton persistent matmuls): fractional waves.
 PERSISTENT_KERNELS = r"(?i)nvjet|persistent|warpspecialized|stream_?k|_coop"
 # bytes per element of each pipe's operands (FP4 packs two per byte; TF32 is stored as FP32)
-ELEMENT_BYTES = {"fp4": 0.5, "fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0}
+ELEMENT_BYTES = {"fp4": 0.5, "fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0, "matrix-fp32": 4.0}
 
 
 def same_gpu(a: GpuSpec, b: GpuSpec) -> bool:
@@ -288,6 +288,11 @@ def kernel_facts(trace: Tables, origin: GpuSpec, target: GpuSpec) -> KernelFacts
                        bw_origin=bw_o, bw_target=bw_t, rate_ratio=rate_ratio, gamma=gamma, flop_share=flop_share,
                        roofline_floor_ns=floor, f_mem=f_mem, f_comp=f_comp, pipe_target=pipe_t, width=width,
                        flops=share * flops, nbytes=share * nbytes)
+
+
+def blocks_per_sm_on(threads: np.ndarray, regs: np.ndarray, smem: np.ndarray, spec: GpuSpec) -> np.ndarray:
+    """Resident blocks per SM (CU) on ``spec``: CUDA's occupancy rules, or CDNA's for an AMD GPU."""
+    return _blocks_per_sm(threads, regs, smem, spec)
 
 
 def _blocks_per_sm(threads: np.ndarray, regs: np.ndarray, smem: np.ndarray, spec: GpuSpec) -> np.ndarray:

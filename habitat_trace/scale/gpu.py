@@ -100,8 +100,8 @@ class GpuSpec:
         """The tensor path ``dtype`` work runs on here: ``dtype`` itself when the GPU has it, else the precision a
         model is run in on this GPU (``PRECISION_FALLBACK``), else "fp32" (CUDA cores: TF32 on a pre-Ampere
         GPU is FP32, FP16 on a Pascal GPU has no tensor cores)."""
-        if dtype in self.tensor_tflops:
-            return dtype
+        if dtype in self.tensor_tflops or (dtype == "matrix-fp32" and "fp32" in self.tensor_tflops):
+            return dtype  # matrix-fp32: AMD's FP32 matrix cores, listed as the "fp32" tensor peak (pipe_peak_tflops)
         return next((d for d in PRECISION_FALLBACK.get(dtype, ()) if d in self.tensor_tflops), "fp32")
 
     def tensor_peak_tflops(self, dtype: str) -> float:
