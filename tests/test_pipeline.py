@@ -83,10 +83,11 @@ def test_one_origin_rule() -> None:
     assert pipeline.resolve_origin(tables, catalog, "A100").name == "A100 SXM4 80GB"  # --from wins
     assert pipeline.catalog_gpu(catalog, "L4").name == "L4"  # the catalog name our outputs carry
     assert pipeline.catalog_gpu(catalog, None) is None
-    nameless = type("T", (), {"device_name": None, "path": Path("x.json")})()
+    nameless = type("T", (), {"device_name": None, "device_properties": {}, "path": Path("x.json")})()
     with pytest.raises(SpecError, match="names no GPU"):
         pipeline.resolve_origin(nameless, catalog, None)  # type: ignore[arg-type]
-    unknown = type("T", (), {"device_name": "NVIDIA Imaginary 9000", "path": Path("x.json")})()
+    unknown = type("T", (), {"device_name": "NVIDIA Imaginary 9000", "device_properties": {"name": "x"},
+                             "path": Path("x.json")})()
     with pytest.raises(SpecError, match="not in the catalog; name it with --from"):
         pipeline.resolve_origin(unknown, catalog, None)  # type: ignore[arg-type]
 
