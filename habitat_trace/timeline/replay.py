@@ -131,7 +131,12 @@ def _gpu_flows(trace: Any, start: np.ndarray, end: np.ndarray, ts: np.ndarray) -
         fts = flows[S.TS].to_numpy()[fsel]
         pos = np.searchsorted(old[rows], fts, side="right") - 1
         r = rows[np.maximum(pos, 0)]
-        ok = (pos >= 0) & (fts <= gpu[S.END].to_numpy()[r])  # others sit on cuda_sync records: CPU map
+        inside = (pos >= 0) & (fts <= gpu[S.END].to_numpy()[r])
         new = np.minimum(start[r] + (fts - old[r]), end[r])
+        # between two GPU events of the track (an event ingest dropped, a user annotation): move with the GPU event
+        # before it, whose timeline it is on (the CPU map moves CPU time, which no longer runs in step with it)
+        after = (pos >= 0) & ~inside
+        new = np.where(after, start[r] + (fts - old[r]), new)
         events = flows[S.EVENT].to_numpy()[fsel]
+        ok = inside | after  # the rest come before the track's first GPU event: the CPU map
         ts[events[ok]] = new[ok]
