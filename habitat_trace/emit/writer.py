@@ -32,7 +32,7 @@ import pandas as pd
 
 import habitat_trace
 from habitat_trace.timeline.replay import NO_TIME, Timeline
-from habitat_trace.errors import OutputError
+from habitat_trace.errors import OutputError, TraceFormatError
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.events import event_chunks
 from habitat_trace.ingest.trace import gc_paused
@@ -245,18 +245,28 @@ def pieces(trace: Any, timeline: Timeline, prediction: Prediction,
     doc["deviceProperties"] = target_devices(trace, prediction.target)
     doc["traceEvents"] = orjson.Fragment(EVENTS_MARK)
     doc["habitat_trace"] = habitat_block(prediction, spec_info)
-    head, tail = orjson.dumps(doc).split(EVENTS_MARK)
+    head, tail = _dumps(doc, trace.path, "the top-level keys").split(EVENTS_MARK)
     rewrite = _Rewrite.of(trace, timeline, prediction)
     yield head + b"["
     sep = b""
     for first, events in event_chunks(trace.events):
-        dumped = orjson.dumps(rewrite.apply(events, first))
+        dumped = _dumps(rewrite.apply(events, first), trace.path, f"events #{first}-#{first + len(events) - 1}")
         del events
         if len(dumped) > 2:
             yield sep
             yield memoryview(dumped)[1:-1]  # the chunk without its list's brackets
             sep = b","
     yield b"]" + tail
+
+
+def _dumps(value: Any, path: Path, what: str) -> bytes:
+    """orjson.dumps, with a one-line error for what no JSON writer of ours can write (an integer beyond 64 bits:
+    the input was read by the whole-document parser, which accepts it)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError as exc:
+        raise TraceFormatError(f"{path}: {what} hold a value that cannot be written back ({exc}); Kineto writes no "
+                               "integer beyond 64 bits: fix or drop it, or export the trace again") from None
 
 
 def render(trace: Any, timeline: Timeline, prediction: Prediction, spec_info: Mapping[str, Any]) -> bytes:
