@@ -433,6 +433,15 @@ def test_progress_shows_on_a_terminal_and_not_in_a_pipe(tmp_path: Path, command:
 
 # --- 9. 80 columns ---------------------------------------------------------------------------------------------
 
+def _at_80_columns(args: list[Any], how: str) -> str:
+    """The command's stdout at 80 columns: in an 80-column pty, or piped with COLUMNS=80."""
+    if how == "terminal":
+        term = Pty(args, cols=80)
+        assert term.finish() == 0, term.text
+        return term.text
+    return cli(*args, env=_env(COLUMNS="80")).stdout
+
+
 def _numbers_intact(table_text: str, numbers: list[str]) -> None:
     text = ANSI.sub("", table_text)
     for n in numbers:
@@ -446,12 +455,7 @@ def test_compare_keeps_every_number_at_80_columns(how: str) -> None:
     rows = json.loads(cli(*args, "--format", "json").stdout)
     numbers = [f"{r['iteration_ms']:.2f}" for r in rows] + [f"{r['speedup']:.2f}x" for r in rows] + \
               [f"{r['usd_per_1k_iterations']:.4f}" for r in rows]
-    if how == "terminal":
-        term = Pty(args, cols=80)
-        assert term.finish() == 0, term.text
-        text = term.text
-    else:
-        text = cli(*args, env=_env(COLUMNS="80")).stdout
+    text = _at_80_columns(args, how)
     _numbers_intact(text, numbers)
     table = [line for line in ANSI.sub("", text).splitlines() if "│" in line or "x " in line]
     assert all(len(line.rstrip()) <= 80 for line in table)
@@ -463,12 +467,7 @@ def test_explain_keeps_every_number_at_80_columns(how: str) -> None:
     e = json.loads(cli(*args, "--format", "json").stdout)
     numbers = [f"{r[k]:{'+' if k == 'change_ms' else ''}.3f}" for r in e["ops"] + e["kernels"]
                for k in ("origin_ms", "target_ms", "change_ms")]
-    if how == "terminal":
-        term = Pty(args, cols=80)
-        assert term.finish() == 0, term.text
-        text = term.text
-    else:
-        text = cli(*args, env=_env(COLUMNS="80")).stdout
+    text = _at_80_columns(args, how)
     _numbers_intact(text, numbers)
 
 

@@ -84,11 +84,12 @@ def scale_one(trace: Path, to: list[str], out: Path, specs: Optional[Path], orig
         loaded = load(trace)
         src = resolve_origin(loaded, catalog, origin)
         info = loaded.distributed
-        base = iteration_figures(loaded, pipeline.scale(loaded, src, src).timeline)[0]
+        clock = pipeline.host_clock(loaded)  # one per trace: every target replays on the same host
+        base = iteration_figures(loaded, pipeline.scale(loaded, src, src, clock=clock).timeline)[0]
         rows = []
         for name in to:
             target = with_deployment(catalog.resolve(name), **whatif)
-            scaled = pipeline.scale(loaded, src, target)
+            scaled = pipeline.scale(loaded, src, target, clock=clock)
             prediction, timeline = scaled.prediction, scaled.timeline
             path = out / f"{stem(trace)}.{slug(target.name)}.pt.trace.json.gz"
             write_trace(loaded, timeline, prediction, path, {"input": trace.name, "specs_file": Path(specs).name if specs

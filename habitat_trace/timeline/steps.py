@@ -58,10 +58,3 @@ def replayed_step_figures(trace: Any, timeline: Timeline) -> StepFigures:
         ts, dur = timeline.ts_ns[rows], timeline.dur_ns[rows]
         steps = steps.assign(**{S.TS: ts, S.DUR: dur, S.END: ts + dur})
     return step_figures(steps, gpu)
-
-
-def step_means_ms(trace: Any, timeline: Timeline | None) -> tuple[float, float]:
-    """Mean per-step GPU busy time and GPU span (ms), on the origin (timeline None) or the target."""
-    fig = step_figures(trace.steps, trace.gpu) if timeline is None else replayed_step_figures(trace, timeline)
-    return fig.mean_ms("gpu_busy_ns"), fig.mean_ms("gpu_span_ns")
-
