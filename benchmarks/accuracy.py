@@ -45,10 +45,22 @@ GPU_OF_DEVICE = {"NVIDIA H100 80GB HBM3": "H100", "NVIDIA H200": "H200"}  # cata
 SM_SPECS = ROOT / "benchmarks" / "specs_sm_limited.toml"
 
 
-def datasets(shared: Path) -> list[tuple[str, Path]]:
-    """(name, folder holding ground_truth.csv and the traces) for every set that is present."""
+def datasets(shared: Path, heldout: Path | None = None) -> list[tuple[str, Path]]:
+    """(name, folder holding ground_truth.csv and the traces) for every set that is present. The held-out set
+    (benchmarks/collect/heldout.py, recorded with our hook) is scored twice: "heldout" as recorded (the trace carries
+    the origin's un-profiled step) and "heldout-plain" with that measurement stripped (a plain torch.profiler trace)."""
     sets = [("shared", shared / "data" / "traces"), ("collected", ROOT / "benchmarks" / "traces")]
+    if heldout is not None:
+        sets += [("heldout", heldout), ("heldout-plain", heldout)]
     return [(n, p) for n, p in sets if (p / "ground_truth.csv").exists()]
+
+
+def load_for(dataset: str, path: Path):
+    """The trace as the set scores it: "-plain" sets without the hook's measured un-profiled step."""
+    trace = load(path)
+    if dataset.endswith("-plain"):
+        trace.meta.pop(S.UNPROFILED_STEP_KEY, None)
+    return trace
 
 
 def pairs(folder: Path) -> list[tuple[str, dict, dict]]:
@@ -83,18 +95,19 @@ def predicted_figures(scaled):
     return scaled.step_figures().table
 
 
-def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[str, ...] = ()) -> list[dict]:
+def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[str, ...] = (),
+        heldout: Path | None = None) -> list[dict]:
     catalog = load_catalog(SM_SPECS)
     out = []
-    for dataset, folder in datasets(shared):
+    for dataset, folder in datasets(shared, heldout):
         if only_sets and dataset not in only_sets:
             continue
         cache: dict[object, object] = {}
         for category, o, m in pairs(folder):
             if only_categories and category not in only_categories:
                 continue
-            trace = cache.get(o["trace"]) or cache.setdefault(o["trace"], load(folder / o["trace"]))
-            measured = load(folder / m["trace"])
+            trace = cache.get(o["trace"]) or cache.setdefault(o["trace"], load_for(dataset, folder / o["trace"]))
+            measured = load_for(dataset, folder / m["trace"])
             origin = catalog.for_device(trace.device_name)
             target = catalog.resolve(target_name(m))
             scaled = pipeline.scale(trace, origin, target)
@@ -196,6 +209,28 @@ def iteration_columns(origin_iter: float, target_iter: float, o: dict, m: dict) 
             "launch_bound": float(m["trace_kernel_ms"]) < LAUNCH_BOUND_KERNEL_SHARE * measured_iter}
 
 
+def repeatability(folder: Path) -> str:
+    """How well the real loop repeats on one machine: the hook's un-profiled wait steps (recorded in the same
+    process a minute after median_ms and steady_wall_ms were taken) judged against those two by the same rule as a
+    prediction (``judged_error``). It is the error of a perfect origin-row prediction, the floor under every
+    iteration-time figure here. Only CPU-bound steps (wait steps > 1.05 x the trace's kernel time: a GPU-bound
+    step's wait steps time the host running ahead)."""
+    errs = []
+    for r in csv.DictReader((folder / "ground_truth.csv").open()):
+        steps = load(folder / r["trace"]).meta.get(S.UNPROFILED_STEP_KEY)
+        if not steps:
+            continue
+        hook = sorted(steps)[len(steps) // 2] / 1e6
+        if hook > 1.05 * float(r["trace_kernel_ms"]):
+            errs.append(abs(judged_error(hook, float(r["median_ms"]), float(r["steady_wall_ms"]))))
+    if not errs:
+        return ""
+    errs.sort()
+    return (f"Repeatability of the real loop (hook's wait steps vs median/steady of the same process, CPU-bound "
+            f"steps): {len(errs)} traces, mean {sum(errs) / len(errs):.1f}%, median {errs[len(errs) // 2]:.1f}%, "
+            f"worst {errs[-1]:.1f}%\n")
+
+
 def _bound(fig) -> str:
     busy, span = fig.gpu_busy_ns.mean(), fig.gpu_span_ns.mean()
     return "launch" if busy < LAUNCH_BOUND_BUSY_FRACTION * span else "gpu"
@@ -258,16 +293,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--heldout", type=Path, help="folder of held-out traces + ground_truth.csv (collect/heldout.py)")
+    ap.add_argument("--only", default="", help="comma-separated sets to score (default: every set present)")
+    ap.add_argument("--name", default="accuracy", help="output base name: NAME.csv and NAME.md in --out")
     a = ap.parse_args()
-    rows = run(a.shared)
+    rows = run(a.shared, tuple(x for x in a.only.split(",") if x), heldout=a.heldout)
     a.out.mkdir(parents=True, exist_ok=True)
-    with (a.out / "accuracy.csv").open("w", newline="") as f:
+    with (a.out / f"{a.name}.csv").open("w", newline="") as f:
         fields = list(dict.fromkeys(k for r in rows for k in r))  # union, first-seen order
         w = csv.DictWriter(f, fieldnames=fields, restval="")
         w.writeheader()
         w.writerows(rows)
     md = markdown(rows)
-    (a.out / "accuracy.md").write_text(md)
+    if a.heldout is not None:
+        md = repeatability(a.heldout) + "\n" + md
+    (a.out / f"{a.name}.md").write_text(md)
     print(md)
 
 

@@ -102,10 +102,11 @@ def compare_table_text(section: str) -> str:
 
 # --- accuracy tables from benchmarks/results/*.csv ------------------------------------------------------------
 
-def accuracy_rows() -> list[dict]:
-    """benchmarks/results/accuracy.csv (written by benchmarks/accuracy.py), numbers as floats."""
+def accuracy_rows(name: str = "accuracy.csv") -> list[dict]:
+    """benchmarks/results/accuracy.csv (written by benchmarks/accuracy.py), numbers as floats; ``name``
+    accuracy_heldout.csv: the held-out re-measurement (accuracy.py --heldout --name accuracy_heldout)."""
     out = []
-    for row in csv.DictReader((RESULTS / "accuracy.csv").open()):
+    for row in csv.DictReader((RESULTS / name).open()):
         rec: dict = {}
         for k, v in row.items():
             if v == "":
@@ -138,9 +139,23 @@ class AccuracyRow:
     details: str  # a Markdown link
 
 
-def _step_cells(category: str | None) -> Callable[[], tuple[str, str, str, str]]:
+def heldout_rows(dataset: str) -> list[dict]:
+    """Rows of the held-out re-measurement: "heldout" (traces as recorded with habitat_trace.schedule) or
+    "heldout-plain" (the hook's measured step stripped)."""
+    return [r for r in accuracy_rows("accuracy_heldout.csv") if r["dataset"] == dataset]
+
+
+def heldout_section() -> str:
+    """docs/accuracy.md's held-out table: the repeatability line accuracy.py wrote, then the iteration table."""
+    first = (RESULTS / "accuracy_heldout.md").read_text().splitlines()[0]
+    rows = heldout_rows("heldout") + heldout_rows("heldout-plain")
+    return first + "\n\n" + _accuracy_module().iteration_summary(rows)
+
+
+def _step_cells(category: str | None, source: Callable[[], list[dict]] = accuracy_rows
+                ) -> Callable[[], tuple[str, str, str, str]]:
     def cells() -> tuple[str, str, str, str]:
-        rows = [r for r in accuracy_rows() if category in (None, r["category"])]
+        rows = [r for r in source() if category in (None, r["category"])]
         busy = [r["busy_error_pct"] for r in rows]
         workloads = len({(r["dataset"], r["workload"]) for r in rows})
         return (f"{len(rows)} pairs, {workloads} workloads", f"{_mean_abs(busy):.1f}%", f"{max(map(abs, busy)):.1f}%",
@@ -148,11 +163,12 @@ def _step_cells(category: str | None) -> Callable[[], tuple[str, str, str, str]]
     return cells
 
 
-def _iteration_cells(key: str, same_host: bool, launch_bound: bool = False) -> Callable[[], tuple[str, str, str, str]]:
+def _iteration_cells(key: str, same_host: bool, launch_bound: bool = False,
+                     source: Callable[[], list[dict]] = accuracy_rows) -> Callable[[], tuple[str, str, str, str]]:
     """Iteration time (or speed-up) against the real, un-profiled loop (issue 16): ``same_host`` keeps the
     SM-scaled pairs (one machine); otherwise every pair, with the target host's speed given (host_matched_*)."""
     def cells() -> tuple[str, str, str, str]:
-        rows = [r for r in accuracy_rows() if (r["category"] == "SM-scaled") == same_host or not same_host]
+        rows = [r for r in source() if (r["category"] == "SM-scaled") == same_host or not same_host]
         if launch_bound:
             rows = [r for r in rows if str(r["launch_bound"]) == "True"]
         err = [r[key] for r in rows]
@@ -202,6 +218,18 @@ ACCURACY_ROWS = [
                 _iteration_cells("host_matched_iteration_error_pct", False, True), f"[iteration]({ACC}#iteration-time)"),
     AccuracyRow("speed-up between two settings, target host's speed given", "H100 SXM, H200",
                 _iteration_cells("host_matched_speedup_error_pct", False), f"[iteration]({ACC}#iteration-time)"),
+    AccuracyRow("held out (6 new workloads incl. HF Llama, T5, a decode loop, timm; 132 → 80/40 SMs): step GPU time",
+                "H100 SXM, H200", _step_cells(None, lambda: heldout_rows("heldout")),
+                f"[held out]({ACC}#held-out-re-measurement)"),
+    AccuracyRow("held out: iteration time, same host, fewer SMs, plain torch.profiler trace", "H100 SXM, H200",
+                _iteration_cells("iteration_error_pct", True, source=lambda: heldout_rows("heldout-plain")),
+                f"[held out]({ACC}#held-out-re-measurement)"),
+    AccuracyRow("held out: the same, trace recorded with `habitat_trace.schedule`", "H100 SXM, H200",
+                _iteration_cells("iteration_error_pct", True, source=lambda: heldout_rows("heldout")),
+                f"[held out]({ACC}#held-out-re-measurement)"),
+    AccuracyRow("held out: iteration time, any pair, target host's speed given, plain trace", "H100 SXM, H200",
+                _iteration_cells("host_matched_iteration_error_pct", False, source=lambda: heldout_rows("heldout-plain")),
+                f"[held out]({ACC}#held-out-re-measurement)"),
     AccuracyRow("step GPU time from an H100, NeuSight's FP32 workloads", "V100, T4, P100, P4 (published)",
                 _neusight_cells("neusight_e2e.csv", ("V100 PCIe 32GB", "T4", "P100 PCIe 16GB", "P4")),
                 f"[generations]({ACC}#across-gpu-generations-neusights-workloads)"),
@@ -233,6 +261,7 @@ SECTIONS: dict[str, Section] = {
     "accuracy-by-set": Section(lambda: _accuracy_module().summary(accuracy_rows())),
     "accuracy-by-class": Section(lambda: _accuracy_module().by_class(accuracy_rows())),
     "accuracy-iteration": Section(lambda: _accuracy_module().iteration_summary(accuracy_rows())),
+    "accuracy-heldout": Section(heldout_section),
 }
 
 
