@@ -236,7 +236,12 @@ def iteration_figures(tables: Tables, timeline: Timeline) -> tuple[float, float]
     only their average is the steady period (with a blocking call per step every span already covers its GPU
     work, and the two orders agree). Without ProfilerSteps the whole trace is one step (its replayed GPU span).
     """
-    fig = replayed_step_figures(tables, timeline).table
-    cpu_ns = (fig["cpu_ns"] if len(tables.steps) else fig["gpu_span_ns"]).to_numpy().astype(np.float64)
+    return steady_iteration(replayed_step_figures(tables, timeline).table, has_steps=len(tables.steps) > 0)
+
+
+def steady_iteration(fig: pd.DataFrame, has_steps: bool = True) -> tuple[float, float]:
+    """(iteration_ms, gpu_busy_ms) from a step-figures table (timeline.steps) by iteration_figures' rule; also
+    for a timeline already written, e.g. a predicted trace that validate reads back."""
+    cpu_ns = (fig["cpu_ns"] if has_steps else fig["gpu_span_ns"]).to_numpy().astype(np.float64)
     busy_ns = fig["gpu_busy_ns"].to_numpy().astype(np.float64)
     return max(float(cpu_ns.mean()), float(busy_ns.mean())) / 1e6, float(busy_ns.mean()) / 1e6

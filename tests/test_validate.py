@@ -59,3 +59,44 @@ def test_shared_sm64_pair(tmp_path, capsys) -> None:
     assert abs(r["step"]["gpu_busy"]["error_pct"]) < 10
     assert r["kernels"]["matched"] > 500 and len(r["worst_kernels"]) == 3
     assert all(k["method"] in ("wave", "roofline-op", "copy", "fallback") for k in r["worst_kernels"])
+
+
+def _scaled(tmp_path, *extra: str) -> "object":
+    out = tmp_path / "same.pt.trace.json.gz"
+    assert _cli(["scale", str(FIXTURE), "--to", "H100", "-o", str(out), *extra]) == 0
+    return load(out)
+
+
+def test_a_de_profiled_prediction_is_compared_with_the_de_profiled_measurement(tmp_path) -> None:
+    """issue 16: scale writes the timeline without the profiler's overhead, so validate removes it from the
+    measured trace too (same GPU here: every figure agrees) instead of reporting the overhead as an error."""
+    r = validate(_scaled(tmp_path), load(FIXTURE))
+    assert r["iteration"]["measured_source"] == "estimated"
+    assert abs(r["iteration"]["error_pct"]) < 0.1 and abs(r["step"]["cpu_step"]["error_pct"]) < 0.1
+    raw = step_figures_ms(load(FIXTURE))
+    assert r["step"]["cpu_step"]["measured_ms"] < raw  # the profiled CPU step is longer
+
+
+def step_figures_ms(trace) -> float:
+    from habitat_trace.timeline.steps import step_figures
+    return float(step_figures(trace.steps, trace.gpu).table["cpu_ns"].mean()) / 1e6
+
+
+def test_a_kept_overhead_prediction_is_compared_with_the_profiled_measurement(tmp_path) -> None:
+    r = validate(_scaled(tmp_path, "--keep-profiler-overhead"), load(FIXTURE))
+    assert r["iteration"]["measured_source"] == "profiled"
+    assert all(v["error_pct"] == 0 for v in r["step"].values())
+    assert r["step"]["cpu_step"]["measured_ms"] == step_figures_ms(load(FIXTURE))
+
+
+def test_the_measured_real_loop_wins_when_the_trace_carries_it(tmp_path) -> None:
+    import gzip
+    from habitat_trace.ingest import schema as S
+
+    doc = json.loads(gzip.decompress(FIXTURE.read_bytes()))
+    doc[S.UNPROFILED_STEP_KEY] = [2_500_000, 2_600_000, 2_700_000]
+    measured = tmp_path / "measured.pt.trace.json"
+    measured.write_text(json.dumps(doc))
+    r = validate(_scaled(tmp_path), load(measured))
+    assert r["iteration"]["measured_source"] == "measured"
+    assert r["iteration"]["measured_ms"] == max(2.6, r["step"]["gpu_busy"]["measured_ms"])

@@ -6,6 +6,14 @@ second, so a library that picked a different kernel on the target still pairs up
 predicted / measured - 1. Step figures are keyed ``gpu_busy``, ``gpu_span``, ``cpu_step``, each with
 ``predicted_ms``, ``measured_ms`` and ``error_pct``.
 
+Like is compared with like (issue 16): a prediction ``scale`` wrote without the profiler's overhead (its default) is
+compared with the measured trace's own de-profiled timeline (pipeline.scale of it onto its GPU: the same overhead
+model, or the un-profiled step the trace carries when recorded with habitat_trace.schedule); a prediction written
+with ``--keep-profiler-overhead`` with the measured trace as recorded. ``iteration`` compares the steady iteration
+(pipeline.steady_iteration) of both; its ``measured_source`` says whether the measured side is the real loop
+("measured": the trace carries it), an estimate with the profiler's overhead removed ("estimated"), or the
+profiled trace ("profiled").
+
 Traces of different programs are refused (fewer than ``MIN_MATCHED_OPS`` of the top-level ops pair up);
 a prediction for another GPU than the measured one gives a warning in the report's ``warnings``.
 """
@@ -17,7 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from habitat_trace.errors import HabitatTraceError
+from habitat_trace import pipeline
+from habitat_trace.errors import HabitatTraceError, SpecError
 from habitat_trace.ingest import Trace
 from habitat_trace.ingest import schema as S
 from habitat_trace.timeline.steps import step_figures
@@ -30,8 +39,9 @@ MIN_MATCHED_OPS = 0.5
 
 
 def validate(predicted: Trace, measured: Trace, top: int = 10) -> dict[str, Any]:
+    warnings = gpu_mismatch(predicted, measured)
     fp = step_figures(predicted.steps, predicted.gpu).table
-    fm = step_figures(measured.steps, measured.gpu).table
+    fm, source = _measured_figures(predicted, measured, warnings)
     n = min(len(fp), len(fm))
     steps = {k: _err(fp[c].iloc[:n].mean(), fm[c].iloc[:n].mean()) | {"predicted_ms": fp[c].iloc[:n].mean() / 1e6,
                                                                          "measured_ms": fm[c].iloc[:n].mean() / 1e6}
@@ -40,13 +50,35 @@ def validate(predicted: Trace, measured: Trace, top: int = 10) -> dict[str, Any]
     ops = _ops(pk, mk)
     _refuse_other_program(predicted, measured, len(ops), max(pk["key"].nunique(), mk["key"].nunique()))
     kernels = _kernels(pk, mk)
+    p_it = pipeline.steady_iteration(fp.iloc[:n], len(predicted.steps) > 0)[0]
+    m_it, m_busy = pipeline.steady_iteration(fm.iloc[:n], len(measured.steps) > 0)
+    real = pipeline.measured_step_ns(measured)
+    if real is not None and source == "estimated":
+        m_it, source = max(real / 1e6, m_busy), "measured"
     return {
         "predicted": predicted.path.name, "measured": measured.path.name,
-        "warnings": gpu_mismatch(predicted, measured),
+        "warnings": warnings,
         "steps_compared": n, "step": steps,
+        "iteration": _err(p_it, m_it) | {"predicted_ms": p_it, "measured_ms": m_it, "measured_source": source},
         "ops": _summary(ops), "kernels": _summary(kernels),
         "worst_ops": _worst(ops, top), "worst_kernels": _worst(kernels, top),
     }
+
+
+def _measured_figures(predicted: Trace, measured: Trace, warnings: list[str]) -> tuple[pd.DataFrame, str]:
+    """The measured trace's step figures on the predicted trace's terms (module doc), and what they are."""
+    raw = step_figures(measured.steps, measured.gpu).table
+    if not pipeline.overhead_removed(predicted) or pipeline.overhead_removed(measured):
+        return raw, "profiled" if not pipeline.overhead_removed(measured) else "estimated"
+    from habitat_trace.scale.specs import load_catalog
+
+    try:
+        spec = pipeline.resolve_origin(measured, load_catalog(None), None)
+    except SpecError:
+        warnings.append(f"{measured.path.name}: its GPU is not in the catalog, so its profiler overhead is not "
+                        "removed: the CPU-side figures compare a de-profiled prediction with a profiled trace")
+        return raw, "profiled"
+    return pipeline.scale(measured, spec, spec).step_figures().table, "estimated"
 
 
 def _refuse_other_program(predicted: Trace, measured: Trace, matched: int, total: int) -> None:

@@ -37,6 +37,11 @@ def _print(r: dict) -> None:
     for k, v in r["step"].items():
         t.add_row(k, f"{v['predicted_ms']:.3f}", f"{v['measured_ms']:.3f}", f"{v['error_pct']:+.1f}%")
     c.print(t)
+    it = r["iteration"]
+    what = {"measured": "the real loop the trace carries", "estimated": "profiler overhead removed",
+            "profiled": "profiled"}[it["measured_source"]]
+    c.print(f"iteration: predicted {it['predicted_ms']:.3f} ms, measured {it['measured_ms']:.3f} ms ({what}), "
+            f"error {it['error_pct']:+.1f}%")
     for what in ("ops", "kernels"):
         s = r[what]
         c.print(f"{what}: {s['matched']} matched, median |error| {s['median_abs_error_pct']:.1f}%, "
