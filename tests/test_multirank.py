@@ -106,3 +106,17 @@ def test_whatif_on_one_trace_compare_is_refused(tmp_path: Path, capsys: pytest.C
     with pytest.raises(SystemExit) as e:
         main(["compare", str(f), "--to", "A100", "--nodes", "2"])
     assert e.value.code != 0 and "apply to `scale`" in capsys.readouterr().err
+
+
+def test_ranks_run_on_their_host_clocks(tmp_path: Path) -> None:
+    """issue 16 for compare/explain DIR: each rank's CPU side is replayed without the profiler's overhead (as for one
+    trace) unless kept; a slower host (--cpu-speed) is never faster."""
+    from habitat_trace.pipeline import Host
+
+    d = rank_dir(tmp_path)
+    kept = compare_ranks(d, ["A100"], host=Host(keep_profiler_overhead=True))
+    default = compare_ranks(d, ["A100"])
+    slow = compare_ranks(d, ["A100"], host=Host(cpu_speed=0.25))
+    assert (default["iteration_ms"] <= kept["iteration_ms"] + 1e-9).all()
+    assert (slow["iteration_ms"] >= default["iteration_ms"] - 1e-9).all()
+    assert (slow["iteration_ms"] > default["iteration_ms"]).any()  # the CPU clock reaches the joint replay

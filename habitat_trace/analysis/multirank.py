@@ -65,19 +65,34 @@ def rank_table(traces: list[Any], joint: Any) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def predict_ranks(traces: list[Any], origins: list[Any], target: Optional[Any]) -> Any:
-    """Every rank predicted on ``target`` (None: its own origin GPU), then replayed jointly."""
+def predict_ranks(traces: list[Any], origins: list[Any], target: Optional[Any], host: Optional[Any] = None,
+                  clocks: Optional[list[Any]] = None) -> Any:
+    """Every rank predicted on ``target`` (None: its own origin GPU), then replayed jointly, each rank's CPU on its
+    host clock (pipeline.host_clock for ``host``, default pipeline.Host(): the profiler's overhead removed; ``clocks``:
+    clocks already built for these traces)."""
+    from habitat_trace.pipeline import Host
     from habitat_trace.scale.engine import predict
     from habitat_trace.timeline.joint import joint_replay
 
     preds = [predict(t, o, target if target is not None else o) for t, o in zip(traces, origins)]
-    return joint_replay(traces, preds)
+    if clocks is None:
+        clocks = rank_clocks(traces, host if host is not None else Host())
+    return joint_replay(traces, preds, clocks)
+
+
+def rank_clocks(traces: list[Any], host: Any) -> list[Any]:
+    """Each rank's host clock (pipeline.host_clock), built once per trace for every target."""
+    from habitat_trace.pipeline import host_clock
+
+    return [host_clock(t, host).clock for t in traces]
 
 
 def compare_ranks(directory: Path, to: list[str], specs: Optional[Path] = None, origin: Optional[str] = None,
-                  deployment: Optional[dict[str, Any]] = None) -> pd.DataFrame:
+                  deployment: Optional[dict[str, Any]] = None, host: Optional[Any] = None) -> pd.DataFrame:
     """One row per GPU (origin first): the slowest rank's iteration after a joint replay, its GPU busy time,
-    and its collectives' transfer and wait per step. ``deployment``: what-ifs for ``with_deployment``."""
+    and its collectives' transfer and wait per step. ``deployment``: what-ifs for ``with_deployment``; ``host``:
+    pipeline.Host (default: the origin hosts without the profiler's overhead)."""
+    from habitat_trace.pipeline import Host
     from habitat_trace.analysis.compare import method_share
     from habitat_trace.pipeline import resolve_origin
     from habitat_trace.scale.collective import with_deployment
@@ -87,10 +102,11 @@ def compare_ranks(directory: Path, to: list[str], specs: Optional[Path] = None, 
     targets = [catalog.resolve(n) for n in to]
     traces = load_ranks(directory)
     origins = [resolve_origin(t, catalog, origin) for t in traces]
+    clocks = rank_clocks(traces, host if host is not None else Host())
     rows = []
     for target in [None, *targets]:
         spec = None if target is None else with_deployment(target, **(deployment or {}))
-        joint = predict_ranks(traces, origins, spec)
+        joint = predict_ranks(traces, origins, spec, clocks=clocks)
         per_rank = rank_table(traces, joint)
         slow = int(per_rank["iteration_ms"].to_numpy().argmax())
         method = np.concatenate([p.method for p in joint.predictions])

@@ -45,7 +45,8 @@ def run(trace: Path, to: list[str] | str, specs: Optional[Path], prices: list[st
     if Path(trace).is_dir():  # one trace per rank: joint replay (commands/ranks.py)
         from habitat_trace.commands import ranks
 
-        return ranks.compare(Path(trace), names, specs, origin, "json" if fmt == "json" else "table", whatif or {})
+        return ranks.compare(Path(trace), names, specs, origin, "json" if fmt == "json" else "table", whatif or {},
+                             host)
     overrides = parse_prices(prices)
     if plot is not None:
         from habitat_trace.commands.plot import check_plot_path

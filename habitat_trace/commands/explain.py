@@ -27,7 +27,7 @@ def run(trace: Path, to: list[str] | str, specs: Optional[Path], top: int, fmt: 
         from habitat_trace.commands import ranks
 
         return ranks.explain(Path(trace), to if isinstance(to, str) else ",".join(to), specs, origin, fmt,
-                             whatif or {})
+                             whatif or {}, host)
     if top < 1:
         raise HabitatTraceError(f"--top {top}: give a positive number")
     from rich.console import Console

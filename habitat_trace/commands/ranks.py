@@ -44,10 +44,10 @@ def _plain(v: Any) -> Any:
 
 
 def compare(directory: Path, names: list[str], specs: Optional[Path], origin: Optional[str], fmt: str,
-            whatif: dict[str, Any]) -> None:
+            whatif: dict[str, Any], host: Optional[Any] = None) -> None:
     from habitat_trace.analysis.multirank import compare_ranks
 
-    table = compare_ranks(directory, names, specs=specs, origin=origin, deployment=whatif)
+    table = compare_ranks(directory, names, specs=specs, origin=origin, deployment=whatif, host=host)
     rows = [{k: _plain(v) for k, v in r.items()} for r in table.to_dict(orient="records")]
     if fmt == "json":
         sys.stdout.write(json.dumps(rows, indent=2, allow_nan=False) + "\n")
@@ -68,9 +68,9 @@ def compare(directory: Path, names: list[str], specs: Optional[Path], origin: Op
 
 
 def explain(directory: Path, to: str, specs: Optional[Path], origin: Optional[str], fmt: str,
-            whatif: dict[str, Any]) -> None:
-    from habitat_trace.analysis.multirank import load_ranks, predict_ranks, rank_table
-    from habitat_trace.pipeline import resolve_origin
+            whatif: dict[str, Any], host: Optional[Any] = None) -> None:
+    from habitat_trace.analysis.multirank import load_ranks, predict_ranks, rank_clocks, rank_table
+    from habitat_trace.pipeline import Host, resolve_origin
     from habitat_trace.scale.collective import with_deployment
     from habitat_trace.scale.specs import load_catalog
 
@@ -78,8 +78,9 @@ def explain(directory: Path, to: str, specs: Optional[Path], origin: Optional[st
     target = with_deployment(catalog.resolve(to.strip()), **whatif)
     traces = load_ranks(directory)
     origins = [resolve_origin(t, catalog, origin) for t in traces]
-    before = rank_table(traces, predict_ranks(traces, origins, None))
-    joint = predict_ranks(traces, origins, target)
+    clocks = rank_clocks(traces, host if host is not None else Host())
+    before = rank_table(traces, predict_ranks(traces, origins, None, clocks=clocks))
+    joint = predict_ranks(traces, origins, target, clocks=clocks)
     after = rank_table(traces, joint)
     ranks: list[dict[str, Any]] = [{"rank": int(b["rank"]), **{f"{k}": [float(b[k]), float(a[k])] for k in
                                          ("iteration_ms", "gpu_busy_ms", "transfer_ms", "wait_ms")}}

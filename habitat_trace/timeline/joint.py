@@ -13,7 +13,7 @@ repeated until no collective's duration changes (each pass settles at least the 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,6 +21,7 @@ import pandas as pd
 from habitat_trace.ingest import schema as S
 from habitat_trace.scale.collective import collective_fields
 from habitat_trace.scale.prediction import Prediction
+from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.replay import Timeline, replay
 from habitat_trace.timeline.schedule import schedule
 
@@ -57,11 +58,16 @@ def match(traces: Sequence[Any]) -> pd.DataFrame:
     return f[ranks > 1].reset_index(drop=True)
 
 
-def joint_replay(traces: Sequence[Any], predictions: Sequence[Prediction]) -> JointReplay:
+def joint_replay(traces: Sequence[Any], predictions: Sequence[Prediction],
+                 clocks: Optional[Sequence[CpuClock]] = None) -> JointReplay:
+    """Every rank replayed with its collectives' durations set so that matched collectives end together (module
+    doc); ``clocks``: each rank's host clock (pipeline.host_clock: the profiler's overhead removed; None: the
+    recorded CPU timelines)."""
     m = match(traces)
     warnings: list[str] = []
+    cl: list[Optional[CpuClock]] = list(clocks) if clocks is not None else [None] * len(traces)
     if not len(m):
-        timelines = tuple(replay(t, p) for t, p in zip(traces, predictions))
+        timelines = tuple(replay(t, p, c) for t, p, c in zip(traces, predictions, cl))
         return JointReplay(tuple(predictions), timelines, m.assign(transfer_ns=0, wait_ns=0), 0,
                            ("no collective matched across the ranks: each rank replayed on its own",))
     rank, row = m["rank"].to_numpy(), m["row"].to_numpy()
@@ -73,7 +79,7 @@ def joint_replay(traces: Sequence[Any], predictions: Sequence[Prediction]) -> Jo
         durs[r][i] = t
     passes, start = 0, np.zeros(len(m), dtype=np.int64)
     for passes in range(1, MAX_PASSES + 1):
-        starts = [schedule(t, d)[0] for t, d in zip(traces, durs)]
+        starts = [schedule(t, d, c)[0] for t, d, c in zip(traces, durs, cl)]
         start = np.array([starts[r][i] for r, i in zip(rank, row)], dtype=np.int64)
         last = pd.Series(start).groupby(key_codes).transform("max").to_numpy()
         new = last + transfer - start
@@ -85,7 +91,7 @@ def joint_replay(traces: Sequence[Any], predictions: Sequence[Prediction]) -> Jo
     else:
         warnings.append(f"joint replay stopped after {MAX_PASSES} passes before every collective settled")
     preds = tuple(replace(p, dur_ns=d) for p, d in zip(predictions, durs))
-    timelines = tuple(replay(t, p) for t, p in zip(traces, preds))
+    timelines = tuple(replay(t, p, c) for t, p, c in zip(traces, preds, cl))
     final = np.array([durs[r][i] for r, i in zip(rank, row)], dtype=np.int64)
     table = pd.DataFrame({"rank": rank, "row": row, "key": m["key"].to_numpy(), "collective": m["collective"],
                           "transfer_ns": transfer, "wait_ns": final - transfer})
