@@ -52,13 +52,14 @@ def quantile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
 
 
-def profile_to_gzip(step: Callable[[], None], path_gz: str) -> tuple[int, int]:
-    """Profile wait+warmup+active steps, export the chrome trace, gzip it; returns (raw, gz) bytes."""
+def profile_to_gzip(step: Callable[[], None], path_gz: str, sched: Any = None, steps: int = 0) -> tuple[int, int]:
+    """Run ``steps`` steps under the profiler with ``sched`` (default: PROFILE_SCHEDULE and its length; heldout.py
+    passes habitat_trace.schedule), export the chrome trace, gzip it; returns (raw, gz) bytes."""
     raw_path = path_gz[:-3]
-    steps = sum(PROFILE_SCHEDULE.values())
+    if sched is None:
+        sched, steps = schedule(**PROFILE_SCHEDULE), sum(PROFILE_SCHEDULE.values())
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True, with_stack=False,
-                 schedule=schedule(**PROFILE_SCHEDULE),
-                 on_trace_ready=lambda p: p.export_chrome_trace(raw_path)) as prof:
+                 schedule=sched, on_trace_ready=lambda p: p.export_chrome_trace(raw_path)) as prof:
         for _ in range(steps):
             step()
             prof.step()
@@ -70,7 +71,11 @@ def profile_to_gzip(step: Callable[[], None], path_gz: str) -> tuple[int, int]:
     return raw, os.path.getsize(path_gz)
 
 
-def collect(w: Workload, outdir: str, iters: int, sms: int, device: dict[str, Any]) -> dict[str, Any]:
+def collect(w: Workload, outdir: str, iters: int, sms: int, device: dict[str, Any],
+            record: Callable[[Callable[[], None], str], tuple[int, int, dict[str, Any]]] | None = None
+            ) -> dict[str, Any]:
+    """Time ``w`` without the profiler, then record its trace with ``record(step, path_gz)`` -> (raw bytes, gz bytes,
+    extra fields for the line; default: profile_to_gzip, PROFILE_SCHEDULE's active steps)."""
     t0 = time.time()
     seed_all()
     built = w.build(torch.device("cuda"), False)
@@ -81,15 +86,18 @@ def collect(w: Workload, outdir: str, iters: int, sms: int, device: dict[str, An
     steady = steady_wall_ms(built.step, iters)
     name = f"{w.name}_sm{sms}" if sms else w.name
     trace = f"{name}.pt.trace.json.gz"
-    raw, gz = profile_to_gzip(built.step, os.path.join(outdir, trace))
+    if record is None:
+        raw, gz = profile_to_gzip(built.step, os.path.join(outdir, trace))
+        extra: dict[str, Any] = dict(profiled_steps=PROFILE_SCHEDULE["active"])
+    else:
+        raw, gz, extra = record(built.step, os.path.join(outdir, trace))
     s = sorted(times)
     return dict(workload=w.name, gpu=device["name"], sms=sms or device["sms"], full_sms=device["sms"],
                 torch=torch.__version__, cuda=torch.version.cuda, iters=iters,
                 median_ms=statistics.median(times), mean_ms=statistics.mean(times),
                 p10_ms=quantile(s, 0.1), p90_ms=quantile(s, 0.9), steady_wall_ms=steady,
-                trace=trace, trace_bytes=raw, trace_gz_bytes=gz, record_shapes=True,
-                profiled_steps=PROFILE_SCHEDULE["active"], note=built.note,
-                collect_s=round(time.time() - t0, 1))
+                trace=trace, trace_bytes=raw, trace_gz_bytes=gz, record_shapes=True, note=built.note,
+                collect_s=round(time.time() - t0, 1), **extra)
 
 
 def smoke(w: Workload) -> dict[str, Any]:
@@ -121,8 +129,9 @@ def device_info() -> dict[str, Any]:
                 cudnn=torch.backends.cudnn.version())
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv: list[str] | None, doc: str | None = None) -> argparse.Namespace:
+    """The collector's options (heldout.py shares them, with its own ``doc`` as the help text)."""
+    ap = argparse.ArgumentParser(description=doc or __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output folder (traces, ground_truth.jsonl, device.json)")
     ap.add_argument("--only", default="", help="comma-separated workload names (default: all)")
     ap.add_argument("--iters", type=int, default=20, help="timed iterations without the profiler")
@@ -155,7 +164,8 @@ def run_dry(workloads: list[Workload], outdir: str) -> int:
     return 1 if failed else 0
 
 
-def run_gpu(workloads: list[Workload], a: argparse.Namespace, t_start: float) -> int:
+def run_gpu(workloads: list[Workload], a: argparse.Namespace, t_start: float,
+            record: Callable[[Callable[[], None], str], tuple[int, int, dict[str, Any]]] | None = None) -> int:
     ctx = green_stream(a.sms) if a.sms else contextlib.nullcontext()
     info = device_info()
     print(json.dumps(info), flush=True)
@@ -172,10 +182,12 @@ def run_gpu(workloads: list[Workload], a: argparse.Namespace, t_start: float) ->
                 continue
             print(f"[{elapsed:6.1f}s] {w.name}", flush=True)
             try:
-                r = collect(w, a.out, a.iters, a.sms, info)
+                r = collect(w, a.out, a.iters, a.sms, info, record)
                 gt.write(json.dumps(r) + "\n")
                 gt.flush()
                 print(json.dumps(r), flush=True)
+            except SkipWorkload as exc:
+                print(f"SKIP {w.name}: {exc}", flush=True)
             except Exception:
                 traceback.print_exc()
                 print("FAILED", w.name, flush=True)

@@ -15,16 +15,9 @@ Needs transformers and timm for four of the six workloads (skipped, and said so,
 """
 from __future__ import annotations
 
-import argparse
-import contextlib
-import gzip
-import json
 import os
-import shutil
-import statistics
 import sys
 import time
-import traceback
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,10 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the repository: ha
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from collect_traces import WARMUP_ITERS, device_info, green_stream, quantile, seed_all, steady_wall_ms  # noqa: E402
-from timing import event_times_ms  # noqa: E402
+from collect_traces import parse_args, profile_to_gzip, run_dry, run_gpu  # noqa: E402
 from workloads import Built, SkipWorkload, Workload, _train_step  # noqa: E402
 
 HOOK_SCHEDULE = dict(wait=4, warmup=1, active=3)
@@ -156,58 +147,19 @@ HELDOUT: dict[str, Workload] = {w.name: w for w in [
 ]}
 
 
-def profile_with_hook(step: Any, path_gz: str) -> tuple[int, int, list[int]]:
-    """Record with habitat_trace.schedule, as a user of our hook does; returns (raw, gz bytes, wait-step ns)."""
+def profile_with_hook(step: Any, path_gz: str) -> tuple[int, int, dict[str, Any]]:
+    """Record with habitat_trace.schedule, as a user of our hook does: (raw, gz bytes, the wait steps' times)."""
     import habitat_trace
 
-    raw_path = path_gz[:-3]
     sched = habitat_trace.schedule(**HOOK_SCHEDULE)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True, schedule=sched,
-                 on_trace_ready=lambda p: p.export_chrome_trace(raw_path)) as prof:
-        for _ in range(sum(HOOK_SCHEDULE.values())):
-            step()
-            prof.step()
-    torch.cuda.synchronize()
-    with open(raw_path, "rb") as f, gzip.open(path_gz, "wb", compresslevel=9) as g:
-        shutil.copyfileobj(f, g)
-    raw = os.path.getsize(raw_path)
-    os.remove(raw_path)
-    return raw, os.path.getsize(path_gz), sched.unprofiled_steps_ns()
-
-
-def collect(w: Workload, outdir: str, iters: int, sms: int, device: dict[str, Any]) -> dict[str, Any]:
-    t0 = time.time()
-    seed_all()
-    built = w.build(torch.device("cuda"), False)
-    for _ in range(WARMUP_ITERS):
-        built.step()
-    torch.cuda.synchronize()
-    times = event_times_ms(built.step, iters)
-    steady = steady_wall_ms(built.step, iters)
-    name = f"{w.name}_sm{sms}" if sms else w.name
-    trace = f"{name}.pt.trace.json.gz"
-    raw, gz, wait_ns = profile_with_hook(built.step, os.path.join(outdir, trace))
-    s = sorted(times)
-    return dict(workload=w.name, gpu=device["name"], sms=sms or device["sms"], full_sms=device["sms"],
-                torch=torch.__version__, cuda=torch.version.cuda, iters=iters,
-                median_ms=statistics.median(times), mean_ms=statistics.mean(times),
-                p10_ms=quantile(s, 0.1), p90_ms=quantile(s, 0.9), steady_wall_ms=steady,
-                hook_wait_ms=[v / 1e6 for v in wait_ns], trace=trace, trace_bytes=raw, trace_gz_bytes=gz,
-                record_shapes=True, profiled_steps=HOOK_SCHEDULE["active"], note=built.note,
-                collect_s=round(time.time() - t0, 1))
+    raw, gz = profile_to_gzip(step, path_gz, sched, sum(HOOK_SCHEDULE.values()))
+    return raw, gz, dict(profiled_steps=HOOK_SCHEDULE["active"],
+                         hook_wait_ms=[v / 1e6 for v in sched.unprofiled_steps_ns()])
 
 
 def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--only", default="")
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--budget-s", type=float, default=280.0)
-    ap.add_argument("--sms", type=int, default=0)
-    ap.add_argument("--dry-run", action="store_true")
-    ap.add_argument("--list", action="store_true")
-    a = ap.parse_args(argv)
+    a = parse_args(argv, __doc__)
     if a.list:
         print("\n".join(HELDOUT))
         return 0
@@ -216,49 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown workload(s) {unknown}; known: {', '.join(HELDOUT)}")
     os.makedirs(a.out, exist_ok=True)
-    failed = 0
-    if a.dry_run:
-        with open(os.path.join(a.out, "smoke.jsonl"), "w") as out:
-            for n in names:
-                seed_all()
-                try:
-                    built = HELDOUT[n].build(torch.device("cpu"), True)
-                    built.step()
-                    r = dict(workload=n, status="ok")
-                except SkipWorkload as exc:
-                    r = dict(workload=n, status="skipped", reason=str(exc))
-                except Exception:
-                    traceback.print_exc()
-                    r, failed = dict(workload=n, status="failed"), failed + 1
-                out.write(json.dumps(r) + "\n")
-                print(json.dumps(r), flush=True)
-        return 1 if failed else 0
-    ctx = green_stream(a.sms) if a.sms else contextlib.nullcontext()
-    info = device_info()
-    with open(os.path.join(a.out, "device.json"), "w") as f:
-        json.dump(info, f)
-    with ctx, open(os.path.join(a.out, "ground_truth.jsonl"), "a") as gt:
-        for n in names:
-            w = HELDOUT[n]
-            elapsed = time.time() - t_start
-            if elapsed + w.est_s > a.budget_s:
-                print(f"SKIP (budget: {elapsed:.0f}s + ~{w.est_s:.0f}s > {a.budget_s:.0f}s) {n}", flush=True)
-                continue
-            print(f"[{elapsed:6.1f}s] {n}", flush=True)
-            try:
-                r = collect(w, a.out, a.iters, a.sms, info)
-                gt.write(json.dumps(r) + "\n")
-                gt.flush()
-                print(json.dumps(r), flush=True)
-            except SkipWorkload as exc:
-                print(f"SKIP {n}: {exc}", flush=True)
-            except Exception:
-                traceback.print_exc()
-                print("FAILED", n, flush=True)
-                failed += 1
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
-    return 1 if failed else 0
+    workloads = [HELDOUT[n] for n in names]
+    return run_dry(workloads, a.out) if a.dry_run else run_gpu(workloads, a, t_start, record=profile_with_hook)
 
 
 if __name__ == "__main__":
