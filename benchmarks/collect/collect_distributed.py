@@ -140,15 +140,7 @@ def _time_collective(coll: str, n: int, world: int, device: torch.device, iters:
     for _ in range(2):
         op()
     sync(device)
-    times = []
-    for _ in range(iters):
-        dist.barrier()
-        sync(device)
-        t = time.perf_counter()
-        op()
-        sync(device)
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
+    return time_steps(op, device, iters)
 
 
 def worker(rank: int, world: int, args: argparse.Namespace, port: int) -> None:

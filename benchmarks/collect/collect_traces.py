@@ -64,11 +64,17 @@ def profile_to_gzip(step: Callable[[], None], path_gz: str, sched: Any = None, s
             step()
             prof.step()
     torch.cuda.synchronize()
-    with open(raw_path, "rb") as f, gzip.open(path_gz, "wb", compresslevel=9) as g:
-        shutil.copyfileobj(f, g)
     raw = os.path.getsize(raw_path)
+    gz = gzip_to(raw_path, path_gz)
     os.remove(raw_path)
-    return raw, os.path.getsize(path_gz)
+    return raw, gz
+
+
+def gzip_to(raw_path: str, gz_path: str) -> int:
+    """Gzip (level 9) an exported trace; returns the compressed size (bytes)."""
+    with open(raw_path, "rb") as f, gzip.open(gz_path, "wb", compresslevel=9) as g:
+        shutil.copyfileobj(f, g)
+    return os.path.getsize(gz_path)
 
 
 def collect(w: Workload, outdir: str, iters: int, sms: int, device: dict[str, Any],
@@ -171,29 +177,39 @@ def run_gpu(workloads: list[Workload], a: argparse.Namespace, t_start: float,
     print(json.dumps(info), flush=True)
     with open(os.path.join(a.out, "device.json"), "w") as f:
         json.dump(info, f)
-    failed = 0
     with ctx, open(os.path.join(a.out, "ground_truth.jsonl"), "a") as gt:
         if a.sms:
             print(f"green context of {a.sms} SMs", flush=True)
-        for w in workloads:
-            elapsed = time.time() - t_start
-            if elapsed + w.est_s > a.budget_s:
-                print(f"SKIP (budget: {elapsed:.0f}s + ~{w.est_s:.0f}s > {a.budget_s:.0f}s) {w.name}", flush=True)
-                continue
-            print(f"[{elapsed:6.1f}s] {w.name}", flush=True)
-            try:
-                r = collect(w, a.out, a.iters, a.sms, info, record)
-                gt.write(json.dumps(r) + "\n")
-                gt.flush()
+        return run_each(workloads, gt, a.budget_s, t_start,
+                        lambda w: [collect(w, a.out, a.iters, a.sms, info, record)],
+                        lambda: (torch.cuda.synchronize(), torch.cuda.empty_cache()))
+
+
+def run_each(workloads: list[Workload], out: Any, budget_s: float, t_start: float,
+             rows: Callable[[Workload], list[dict[str, Any]]], after: Callable[[], Any]) -> int:
+    """The collectors' loop (this one, heldout.py, profiler_overhead.py): each workload that fits in ``budget_s``
+    from ``t_start`` has its ``rows(w)`` appended to ``out`` as JSON lines (and printed); one that cannot run here
+    (SkipWorkload) is skipped and said so, a failure printed and counted; ``after()`` runs after each (free the
+    GPU's cache). Returns the exit status: 1 if any workload failed."""
+    failed = 0
+    for w in workloads:
+        elapsed = time.time() - t_start
+        if elapsed + w.est_s > budget_s:
+            print(f"SKIP (budget: {elapsed:.0f}s + ~{w.est_s:.0f}s > {budget_s:.0f}s) {w.name}", flush=True)
+            continue
+        print(f"[{elapsed:6.1f}s] {w.name}", flush=True)
+        try:
+            for r in rows(w):
+                out.write(json.dumps(r) + "\n")
+                out.flush()
                 print(json.dumps(r), flush=True)
-            except SkipWorkload as exc:
-                print(f"SKIP {w.name}: {exc}", flush=True)
-            except Exception:
-                traceback.print_exc()
-                print("FAILED", w.name, flush=True)
-                failed += 1
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
+        except SkipWorkload as exc:
+            print(f"SKIP {w.name}: {exc}", flush=True)
+        except Exception:
+            traceback.print_exc()
+            print("FAILED", w.name, flush=True)
+            failed += 1
+        after()
     return 1 if failed else 0
 
 

@@ -25,13 +25,11 @@ depth are CPU-bound, so the GPU drains the queue as fast as they fill it).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import statistics
 import sys
 import time
-import traceback
 from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +39,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, schedule  # noqa: E402
 
+from collect_traces import gzip_to, run_each  # noqa: E402
 from workloads import WORKLOADS, Built, SkipWorkload, Workload, _train_step  # noqa: E402
 
 WARMUP_ITERS = 5
@@ -255,12 +254,6 @@ def profiled(step: Callable[[], None], dev: torch.device, variant: dict[str, Any
     return r
 
 
-def gzip_to(raw_path: str, gz_path: str) -> int:
-    with open(raw_path, "rb") as f, gzip.open(gz_path, "wb", compresslevel=9) as g:
-        g.write(f.read())
-    return os.path.getsize(gz_path)
-
-
 def measure(w: Workload, dev: torch.device, a: argparse.Namespace) -> list[dict[str, Any]]:
     torch.manual_seed(0)
     built = w.build(dev, a.dry_run)
@@ -392,30 +385,14 @@ def main(argv: list[str] | None = None) -> int:
         with open(os.path.join(a.out, "queue.json"), "w") as f:
             json.dump(q, f)
     names = [n for n in a.only.split(",") if n] or list(ALL)
-    failed = 0
+
+    def after() -> None:
+        sync(dev)
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+
     with open(os.path.join(a.out, "overhead.jsonl"), "a") as out:
-        for name in names:
-            w = ALL[name]
-            elapsed = time.time() - t_start
-            if elapsed + w.est_s > a.budget_s:
-                print(f"SKIP (budget) {name}", flush=True)
-                continue
-            print(f"[{elapsed:6.1f}s] {name}", flush=True)
-            try:
-                for r in measure(w, dev, a):
-                    out.write(json.dumps(r) + "\n")
-                    out.flush()
-                    print(json.dumps(r), flush=True)
-            except SkipWorkload as exc:
-                print(f"SKIP {name}: {exc}", flush=True)
-            except Exception:
-                traceback.print_exc()
-                print("FAILED", name, flush=True)
-                failed += 1
-            sync(dev)
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
-    return 1 if failed else 0
+        return run_each([ALL[n] for n in names], out, a.budget_s, t_start, lambda w: measure(w, dev, a), after)
 
 
 if __name__ == "__main__":
