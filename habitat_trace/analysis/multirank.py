@@ -65,26 +65,23 @@ def rank_table(traces: list[Any], joint: Any) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def predict_ranks(traces: list[Any], origins: list[Any], target: Optional[Any], host: Optional[Any] = None,
+def predict_ranks(traces: list[Any], origins: list[Any], target: Optional[Any],
                   clocks: Optional[list[Any]] = None) -> Any:
     """Every rank predicted on ``target`` (None: its own origin GPU), then replayed jointly, each rank's CPU on its
-    host clock (pipeline.host_clock for ``host``, default pipeline.Host(): the profiler's overhead removed; ``clocks``:
-    clocks already built for these traces)."""
-    from habitat_trace.pipeline import Host
+    host clock (``clocks`` from rank_clocks; None: the default host's, the profiler's overhead removed)."""
     from habitat_trace.scale.engine import predict
     from habitat_trace.timeline.joint import joint_replay
 
     preds = [predict(t, o, target if target is not None else o) for t, o in zip(traces, origins)]
-    if clocks is None:
-        clocks = rank_clocks(traces, host if host is not None else Host())
-    return joint_replay(traces, preds, clocks)
+    return joint_replay(traces, preds, clocks if clocks is not None else rank_clocks(traces))
 
 
-def rank_clocks(traces: list[Any], host: Any) -> list[Any]:
-    """Each rank's host clock (pipeline.host_clock), built once per trace for every target."""
-    from habitat_trace.pipeline import host_clock
+def rank_clocks(traces: list[Any], host: Optional[Any] = None) -> list[Any]:
+    """Each rank's host clock (pipeline.host_clock for ``host``, default pipeline.Host()), built once per trace and
+    shared by every target."""
+    from habitat_trace.pipeline import Host, host_clock
 
-    return [host_clock(t, host).clock for t in traces]
+    return [host_clock(t, host if host is not None else Host()).clock for t in traces]
 
 
 def compare_ranks(directory: Path, to: list[str], specs: Optional[Path] = None, origin: Optional[str] = None,
@@ -92,7 +89,6 @@ def compare_ranks(directory: Path, to: list[str], specs: Optional[Path] = None, 
     """One row per GPU (origin first): the slowest rank's iteration after a joint replay, its GPU busy time,
     and its collectives' transfer and wait per step. ``deployment``: what-ifs for ``with_deployment``; ``host``:
     pipeline.Host (default: the origin hosts without the profiler's overhead)."""
-    from habitat_trace.pipeline import Host
     from habitat_trace.analysis.compare import method_share
     from habitat_trace.pipeline import resolve_origin
     from habitat_trace.scale.collective import with_deployment
@@ -102,7 +98,7 @@ def compare_ranks(directory: Path, to: list[str], specs: Optional[Path] = None, 
     targets = [catalog.resolve(n) for n in to]
     traces = load_ranks(directory)
     origins = [resolve_origin(t, catalog, origin) for t in traces]
-    clocks = rank_clocks(traces, host if host is not None else Host())
+    clocks = rank_clocks(traces, host)
     rows = []
     for target in [None, *targets]:
         spec = None if target is None else with_deployment(target, **(deployment or {}))

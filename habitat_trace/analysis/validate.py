@@ -29,6 +29,7 @@ from habitat_trace import pipeline
 from habitat_trace.errors import HabitatTraceError, SpecError
 from habitat_trace.ingest import Trace
 from habitat_trace.ingest import schema as S
+from habitat_trace.scale.specs import Catalog, load_catalog
 from habitat_trace.timeline.steps import step_figures
 
 # report key -> step_figures column (ns); the report holds ms
@@ -39,17 +40,19 @@ MIN_MATCHED_OPS = 0.5
 
 
 def validate(predicted: Trace, measured: Trace, top: int = 10) -> dict[str, Any]:
-    warnings = gpu_mismatch(predicted, measured)
+    catalog = load_catalog(None)
+    warnings = gpu_mismatch(predicted, measured, catalog)
     fp = step_figures(predicted.steps, predicted.gpu).table
-    fm, source = _measured_figures(predicted, measured, warnings)
-    n = min(len(fp), len(fm))
-    steps = {k: _err(fp[c].iloc[:n].mean(), fm[c].iloc[:n].mean()) | {"predicted_ms": fp[c].iloc[:n].mean() / 1e6,
-                                                                         "measured_ms": fm[c].iloc[:n].mean() / 1e6}
-             for k, c in STEP_FIGURES.items()}
+    raw = step_figures(measured.steps, measured.gpu).table
+    n = min(len(fp), len(raw))
     pk, mk = _keyed(predicted, n), _keyed(measured, n)
     ops = _ops(pk, mk)
     _refuse_other_program(predicted, measured, len(ops), max(pk["key"].nunique(), mk["key"].nunique()))
     kernels = _kernels(pk, mk)
+    fm, source = _measured_figures(predicted, measured, raw, catalog, warnings)  # after the refusal: it replays
+    steps = {k: _err(fp[c].iloc[:n].mean(), fm[c].iloc[:n].mean()) | {"predicted_ms": fp[c].iloc[:n].mean() / 1e6,
+                                                                         "measured_ms": fm[c].iloc[:n].mean() / 1e6}
+             for k, c in STEP_FIGURES.items()}
     p_it = pipeline.steady_iteration(fp.iloc[:n], len(predicted.steps) > 0)[0]
     m_it, m_busy = pipeline.steady_iteration(fm.iloc[:n], len(measured.steps) > 0)
     real = pipeline.measured_step_ns(measured)
@@ -65,15 +68,14 @@ def validate(predicted: Trace, measured: Trace, top: int = 10) -> dict[str, Any]
     }
 
 
-def _measured_figures(predicted: Trace, measured: Trace, warnings: list[str]) -> tuple[pd.DataFrame, str]:
-    """The measured trace's step figures on the predicted trace's terms (module doc), and what they are."""
-    raw = step_figures(measured.steps, measured.gpu).table
+def _measured_figures(predicted: Trace, measured: Trace, raw: pd.DataFrame, catalog: Catalog,
+                      warnings: list[str]) -> tuple[pd.DataFrame, str]:
+    """The measured trace's step figures (``raw``: as recorded) on the predicted trace's terms (module doc), and
+    what they are."""
     if not pipeline.overhead_removed(predicted) or pipeline.overhead_removed(measured):
         return raw, "profiled" if not pipeline.overhead_removed(measured) else "estimated"
-    from habitat_trace.scale.specs import load_catalog
-
     try:
-        spec = pipeline.resolve_origin(measured, load_catalog(None), None)
+        spec = pipeline.resolve_origin(measured, catalog, None)
     except SpecError:
         warnings.append(f"{measured.path.name}: its GPU is not in the catalog, so its profiler overhead is not "
                         "removed: the CPU-side figures compare a de-profiled prediction with a profiled trace")
@@ -88,13 +90,9 @@ def _refuse_other_program(predicted: Trace, measured: Trace, matched: int, total
             "ops pair up by name and order; validate a prediction against a trace of the same workload")
 
 
-def gpu_mismatch(predicted: Trace, measured: Trace) -> list[str]:
+def gpu_mismatch(predicted: Trace, measured: Trace, catalog: Catalog) -> list[str]:
     """A warning when the predicted trace is for another GPU than the one the measured trace ran on
-    (catalog names; raw device names when the catalog knows neither)."""
-    from habitat_trace.errors import SpecError
-    from habitat_trace.scale.specs import load_catalog
-
-    catalog = load_catalog(None)
+    (``catalog`` names; raw device names when the catalog knows neither)."""
     info = predicted.meta.get("habitat_trace")
     p_name = info.get("target") if isinstance(info, dict) else predicted.device_name
     spec_m = catalog.for_device(measured.device_name) if measured.device_name else None

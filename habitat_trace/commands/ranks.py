@@ -70,7 +70,7 @@ def compare(directory: Path, names: list[str], specs: Optional[Path], origin: Op
 def explain(directory: Path, to: str, specs: Optional[Path], origin: Optional[str], fmt: str,
             whatif: dict[str, Any], host: Optional[Any] = None) -> None:
     from habitat_trace.analysis.multirank import load_ranks, predict_ranks, rank_clocks, rank_table
-    from habitat_trace.pipeline import Host, resolve_origin
+    from habitat_trace.pipeline import resolve_origin
     from habitat_trace.scale.collective import with_deployment
     from habitat_trace.scale.specs import load_catalog
 
@@ -78,7 +78,7 @@ def explain(directory: Path, to: str, specs: Optional[Path], origin: Optional[st
     target = with_deployment(catalog.resolve(to.strip()), **whatif)
     traces = load_ranks(directory)
     origins = [resolve_origin(t, catalog, origin) for t in traces]
-    clocks = rank_clocks(traces, host if host is not None else Host())
+    clocks = rank_clocks(traces, host)
     before = rank_table(traces, predict_ranks(traces, origins, None, clocks=clocks))
     joint = predict_ranks(traces, origins, target, clocks=clocks)
     after = rank_table(traces, joint)
