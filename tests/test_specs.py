@@ -19,6 +19,7 @@ REQUIRED_GPUS = [
     "T4", "RTX 2080 Ti", "RTX 3090", "A10", "A10G", "A40", "A30", "A100 PCIe 40GB", "A100 SXM4 40GB",
     "A100 PCIe 80GB", "A100 SXM4 80GB", "L4", "L40", "L40S", "RTX 4090", "RTX 6000 Ada", "H100 PCIe 80GB",
     "H100 SXM5 80GB", "H100 NVL 94GB", "H200 SXM 141GB", "GH200 96GB", "B200", "RTX 5090", "RTX PRO 6000 Blackwell",
+    "RTX PRO 6000 Blackwell Max-Q",
 ]
 ALIASES = {
     "H100": "H100 SXM5 80GB", "H200": "H200 SXM 141GB", "A100": "A100 SXM4 80GB", "V100": "V100 SXM2 32GB",
@@ -32,6 +33,10 @@ DEVICE_NAMES = {
     "Tesla V100-PCIE-32GB": "V100 PCIe 32GB", "Tesla V100-SXM2-32GB": "V100 SXM2 32GB",
     "Tesla V100-SXM2-16GB": "V100 SXM2 16GB", "Tesla V100-DGXS-32GB": "V100 SXM2 32GB",
     "NVIDIA L4": "L4", "Tesla T4": "T4", "NVIDIA A10G": "A10G", "NVIDIA H100 PCIe": "H100 PCIe 80GB",
+    # the 300 W and the 600 W RTX PRO 6000 are different GPUs; neither name may resolve to the other's entry
+    "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition": "RTX PRO 6000 Blackwell Max-Q",
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "RTX PRO 6000 Blackwell",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": "RTX PRO 6000 Blackwell",
 }
 # fp32 = SMs x FP32 lanes/SM x 2 FLOP (FMA) x boost clock, within this tolerance. 10%: datasheets round the
 # peak and a few list a clock a little off the one behind their peak.
