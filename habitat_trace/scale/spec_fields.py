@@ -38,6 +38,11 @@ EXTRA_GPU_KEYS: Mapping[str, str] = {
     # what large FP32 GEMMs sustain (power-limited clock, library efficiency) and where the number comes from
     "fp32_gemm_sustained_tflops": NUM, "fp32_gemm_sustained_source": STR,
     "dram_efficiency": NUM, "dram_efficiency_source": STR,
+    # measured/published sustained figures for the cross-architecture model (issue 25), each with its source
+    "tensor_sustained_tflops_fp16": NUM, "tensor_sustained_tflops_bf16": NUM, "tensor_sustained_tflops_tf32": NUM,
+    "tensor_sustained_tflops_fp8": NUM, "tensor_sustained_source": STR,
+    "memory_bandwidth_achievable_gbs": NUM, "memory_bandwidth_achievable_source": STR,
+    "sm_clock_sustained_mhz": NUM, "sm_clock_sustained_source": STR,
 }
 GPU_KEYS: Mapping[str, str] = {**REQUIRED_GPU_KEYS, **OPTIONAL_GPU_KEYS, **EXTRA_GPU_KEYS}
 PRICE_KEYS = ("price_usd_per_hour", "price_provider", "price_date")
