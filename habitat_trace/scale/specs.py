@@ -9,7 +9,8 @@ device_names and aliases, and override some: a hypothetical GPU for what-if ques
 ``sms`` or ``boost_clock_mhz`` but gives no compute peaks, the inherited FP32/tensor peaks are scaled by
 (SMs x clock) relative to the base, because peak FLOP/s is SMs x FLOP/clk/SM x clock; memory bandwidth and L2 are
 kept. (Measured on an H200 with green contexts: an fp32 matmul takes 2.02x as long on 64 of 132 SMs, 132/64 = 2.06.)
-The source records what was overridden and scaled.
+The sustained figures (issue 25) follow their peaks: sustained GEMM rates scale by SMs x clock, the sustained clock by
+the clock ratio, the achievable bandwidth by the datasheet bandwidth's ratio. The source records what was scaled.
 """
 from __future__ import annotations
 
@@ -38,7 +39,10 @@ HINT = "see `habitat-trace gpus`"
 # Peaks that follow SMs x clock when a what-if entry changes either and does not give the peak itself.
 SCALED_PEAKS = ("fp32_tflops", *(f"{d}_tensor_tflops" for d in F.TENSOR_DTYPES), "fp64_tflops",
                 "fp64_tensor_tflops", "fp16_nontensor_tflops", "fp16acc_tensor_tflops", "int8_tensor_tops",
-                "fp4_tensor_tflops")
+                "fp4_tensor_tflops", "fp32_gemm_sustained_tflops",
+                *(f"tensor_sustained_tflops_{d}" for d in ("fp16", "bf16", "tf32", "fp8")))
+# Sustained figures that follow one datasheet field's ratio when a what-if entry changes it: (key, field it follows)
+SCALED_WITH = (("sm_clock_sustained_mhz", "boost_clock_mhz"), ("memory_bandwidth_achievable_gbs", "memory_bandwidth_gbs"))
 _SEPARATORS = re.compile(r"[\s_\-]+")
 MEMORY_MATCH = 0.05  # a device reports slightly less than the nominal memory (MI250 GCD: 63.98 of 64 GiB)
 
@@ -225,6 +229,11 @@ class _GpuTables:
             for k in scaled:
                 fields[k] = float(base_fields[k]) * factor  # type: ignore[arg-type]
             note += f"; {', '.join(scaled)} scaled by SMs x clock ({factor:.4g}x {base})"
+        for key, follows in SCALED_WITH:
+            ratio = float(fields[follows]) / float(base_fields[follows])  # type: ignore[arg-type]
+            if key in base_fields and key not in values and ratio != 1.0:
+                fields[key] = float(base_fields[key]) * ratio  # type: ignore[arg-type]
+                note += f"; {key} scaled by {follows} ({ratio:.4g}x)"
         fields["source"] = f"{values.get('source', base_fields['source'])}; {note}"
         return fields
 
