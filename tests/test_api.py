@@ -63,7 +63,7 @@ def test_scaled_times_are_the_written_trace(a100: api.Trace, tmp_path: Path) -> 
     assert (k["start_ns"] == k2["start_ns"]).all() and (k["dur_ns"] == k2["dur_ns"]).all()
     assert (k["dur_ns"].to_numpy() == a100.prediction.dur_ns).all()
     assert (a100.ops["start_ns"] == again.ops["start_ns"]).all()
-    assert set(k["method"]) <= {"wave", "roofline-op", "copy", "fallback"}
+    assert set(k["method"]) <= {"wave", "roofline-op", "copy", "fallback", "sustained"}
     assert (k["origin_dur_ns"] > 0).all() and not k["dur_ns"].equals(k["origin_dur_ns"])
 
 

@@ -23,7 +23,7 @@ def test_api_load_scale_write_compare(src: Path, tmp_path: Path) -> None:
     assert len(trace.kernels) > 100 and len(trace.ops) > 100
     a100 = trace.scale(to="A100")
     assert a100.gpu == "A100 SXM4 80GB" and len(a100.kernels) == len(trace.kernels)
-    assert set(a100.kernels["method"]) <= {"wave", "roofline-op", "copy", "fallback"}
+    assert set(a100.kernels["method"]) <= {"wave", "roofline-op", "copy", "fallback", "sustained"}
     out = tmp_path / "a100.pt.trace.json.gz"
     a100.write(out)
     again = habitat_trace.load(out)

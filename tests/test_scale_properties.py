@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from habitat_trace.ingest import schema as S
 from habitat_trace.scale.engine import predict
-from habitat_trace.scale.prediction import FALLBACK, IDENTITY, ROOFLINE_OP, WAVE
+from habitat_trace.scale import crossarch
+from habitat_trace.scale.prediction import FALLBACK, IDENTITY, ROOFLINE_OP, SUSTAINED, WAVE
 from habitat_trace.scale.specs import load_catalog
 
 CATALOG = load_catalog()
@@ -76,18 +77,30 @@ def test_positive_durations_and_one_prediction_per_kernel(ks: list[dict], a, b) 
     if a == b:
         assert set(pred.method) == {IDENTITY}
         return
-    params = (trace.gpu[S.GRID_X] > 0) & (trace.gpu[S.BLOCK_X] > 0) & (trace.gpu[S.CAT] == S.CAT_KERNEL)
-    assert set(pred.method[~params & (trace.gpu[S.CAT] == S.CAT_KERNEL)]) <= {FALLBACK}
+    kernel = (trace.gpu[S.CAT] == S.CAT_KERNEL).to_numpy()
+    if crossarch.applies(a, b):  # different chips: every kernel by the sustained-rate law, launch parameters or not
+        assert set(pred.method[kernel]) <= {SUSTAINED}
+        return
+    params = (trace.gpu[S.GRID_X] > 0).to_numpy() & (trace.gpu[S.BLOCK_X] > 0).to_numpy() & kernel
+    assert set(pred.method[~params & kernel]) <= {FALLBACK}
     assert set(pred.method[params]) <= {WAVE, ROOFLINE_OP}
+
+
+# sustained figures that follow a datasheet field in a what-if entry (scale/specs.py: SCALED_PEAKS, SCALED_WITH)
+FOLLOW = {"sms": ("fp32_gemm_sustained_tflops", "tensor_sustained_tflops_fp16", "tensor_sustained_tflops_bf16",
+                  "tensor_sustained_tflops_tf32", "tensor_sustained_tflops_fp8"),
+          "boost_clock_mhz": ("sm_clock_sustained_mhz",), "memory_bandwidth_gbs": ("memory_bandwidth_achievable_gbs",)}
 
 
 def _faster(spec, field: str, factor: float):
     values = {field: getattr(spec, field) * factor}
+    scale = factor
     if field == "sms":
         values["sms"] = int(round(spec.sms * factor))
         scale = values["sms"] / spec.sms  # peaks follow the SM count, as the catalog does for what-if GPUs
         values["fp32_tflops"] = spec.fp32_tflops * scale
         values["tensor_tflops"] = {k: v * scale for k, v in spec.tensor_tflops.items()}
+    values["extra"] = {k: v * scale if k in FOLLOW[field] else v for k, v in spec.extra.items()}
     return replace(spec, name=f"{spec.name} x{factor} {field}", **values)
 
 

@@ -54,10 +54,11 @@ def test_h800_fp8_grouped_gemm_on_an_a100_runs_at_its_bf16_rate(tmp_path: Path) 
     pred = predict(trace, _origin(trace), A100)
     rows = _rows(trace, W.DEEPGEMM_FP8)
     ratio = pred.dur_ns[rows] / trace.gpu[S.DUR].to_numpy()[rows]
-    # per SM: H800 FP8 1979/132 TF against A100 BF16 312/108: 5.2x, times 132/108 SMs' worth of tiles
-    assert (ratio > 3).all() and (ratio < 8).all()
+    # across chips (scale/crossarch.py): the GEMM's FLOPs at the A100's sustained BF16 rate (264.5 TF) where the H800
+    # sustains ~1,524 TF FP8 (5.8x), its other work at SMs x clock; not the 69x of the FP32 CUDA-core rate
+    assert (ratio > 2.5).all() and (ratio < 8).all()
     assert all("fp8" in r and "bf16" in r for r in pred.reason[rows])
-    assert len([w for w in pred.warnings if "fp8" in w]) == 1
+    assert len([w for w in pred.warnings if "fp8 tensor path" in w]) == 1
 
 
 def test_b200_fp8_attention_on_an_a100(tmp_path: Path) -> None:

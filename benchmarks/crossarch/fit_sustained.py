@@ -45,7 +45,7 @@ def trace_rates(folder: Path) -> np.ndarray:
     """Achieved TFLOP/s of the FP32 GEMM ops (their GEMM kernels summed) of at least MIN_GFLOP in the H100 traces."""
     from habitat_trace.ingest import load
     from habitat_trace.ingest import schema as S
-    from habitat_trace.scale.engine import gemm_kernel_shapes
+    from habitat_trace.scale.facts import gemm_kernel_shapes
 
     out = []
     for path in sorted(folder.glob("*.pt.trace.json.gz")):

@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import accuracy  # noqa: E402
 from habitat_trace.ingest import schema as S  # noqa: E402
 from habitat_trace.scale import engine  # noqa: E402
+from habitat_trace.scale.facts import gemm_kernel_shapes, kernel_facts  # noqa: E402
 from training import microbench  # noqa: E402
 
 METHOD = "learned-microbench"
@@ -41,7 +42,7 @@ DISAGREE_LOG = float(np.log(1.05))
 def gemm_rows(trace, pipe: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of GEMM kernels whose op has recorded shapes and a pipe with data, and their (B, M, N, K) (4 x n).
     A CUDA-core kernel counts as fp32 only when its op's inputs are fp32 (as engine._learned_gemm_ns)."""
-    rows, bmnk, op_dtype = engine.gemm_kernel_shapes(trace, np.isin(pipe, microbench.DTYPES))
+    rows, bmnk, op_dtype = gemm_kernel_shapes(trace, np.isin(pipe, microbench.DTYPES))
     keep = (pipe[rows] != "fp32") | (op_dtype == "fp32")
     return rows[keep], bmnk[:, keep]
 
@@ -50,7 +51,7 @@ def predict_microbench(trace, origin, target, variant: str):
     pred = engine.predict(trace, origin, target)
     if not microbench.covers(origin, target) or engine.same_gpu(origin, target):
         return pred
-    facts = engine.kernel_facts(trace, origin, target)
+    facts = kernel_facts(trace, origin, target)
     pipe = facts["pipe"]
     t_o = trace.gpu[S.DUR].to_numpy().astype(np.float64)
     rows, bmnk = gemm_rows(trace, pipe)

@@ -36,7 +36,7 @@ from habitat_trace.errors import OutputError, TraceFormatError
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.events import event_chunks
 from habitat_trace.ingest.trace import gc_paused
-from habitat_trace.scale import engine
+from habitat_trace.scale import facts
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import IDENTITY, Prediction
 
@@ -140,8 +140,8 @@ def target_occupancy_args(gpu: pd.DataFrame, target: GpuSpec) -> tuple[np.ndarra
     thr = np.where(had, threads, 1)
     lim = target.occupancy
     smem = np.minimum(gpu[S.SHARED_MEM].to_numpy(), lim.shared_mem_per_block_optin_bytes)
-    # ROCm records no registers (-1): no register limit; an AMD target takes CDNA's rules (engine.blocks_per_sm_on)
-    resident = engine.blocks_per_sm_on(thr, np.maximum(gpu[S.REGISTERS].to_numpy(), 0), smem, target)
+    # ROCm records no registers (-1): no register limit; an AMD target takes CDNA's rules (facts.blocks_per_sm_on)
+    resident = facts.blocks_per_sm_on(thr, np.maximum(gpu[S.REGISTERS].to_numpy(), 0), smem, target)
     bpsm = blocks / target.sms
     wpsm = bpsm * thr / lim.warp_size
     # halves round up, as Kineto's do (12.5% is written 13; np.rint would give 12)

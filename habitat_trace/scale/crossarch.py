@@ -1,55 +1,156 @@
-"""Across GPU architectures: FP32 library GEMMs from what each GPU *sustains*, not its datasheet peak (issue 17).
+"""Across GPU chips: every kernel from what each GPU sustains, per pipe, instead of the wave law's peak ratios.
 
-Contract: ``gemm_ns(flops, nbytes, b, m, n, t_origin_ns, origin, target)`` returns each FP32 (CUDA-core) GEMM
-kernel's time on the target, or NaN where the law does not apply (``applies`` False: same architecture, or a GPU
-without a sustained rate in the catalog). Pure numpy; the engine calls it through one hook.
+Contract: ``applies(origin, target)`` says when this law replaces the wave law (the GPUs are different chips of one
+vendor); ``predict_ns(work, origin_rates, target_rates)`` returns each kernel's target time and the origin's split of
+its time into compute, DRAM and latency (``Parts``), from ``Work`` (per-kernel arrays) and each GPU's sustained
+``Rates`` (scale/rates.py). Pure numpy; scale/engine.py builds the ``Work`` from the trace and calls it in one hook.
 
-Why: the wave law's compute factor is the ratio of per-SM datasheet peaks, which assumes every GPU's SGEMM reaches
-the same fraction of its peak. They do not: Hopper's SGEMM reaches ~0.77 of its doubled FP32 issue rate, Volta's
-~0.89, and the 70-75 W T4 and P4 (and L4) cannot hold their boost clock under sustained math (~0.4-0.55). The
-catalog key ``fp32_gemm_sustained_tflops`` holds what large GEMMs reach on each GPU (sourced per GPU;
-benchmarks/crossarch/fit_sustained.py for the NeuSight-measured ones and the H100).
+Why (issue 25): the wave law scales a kernel by the ratio of per-SM datasheet peaks, i.e. assumes both GPUs' kernels
+reach the same fraction of their peak. Across generations they do not: eager fp16 convolutions reach ~26% of an
+H100's tensor peak while a GeForce card, with a sixth of that peak, gets close to its own; kernels that look
+memory-bound by their bytes (depthwise convolutions, normalization, small elementwise kernels) run at a fraction of
+the H100's DRAM bandwidth, latency- or issue-bound, and scale with SMs x clock, not with DRAM bandwidth. So each
+kernel's origin time is split into the three kinds of work it does and each kind is moved at the rate the target
+sustains for it (rates.py: sourced sustained GEMM rates per pipe, achievable copy bandwidth, sustained clock):
 
-Law (per GEMM, dims B x M x N x K; the roofline of Williams et al., CACM 2009, with the *achievable* peaks;
-tile/wave quantization as in Habitat §4.1 and NeuSight's tile-and-wave model, arXiv 2407.13853 §4):
-    q_g       = W_g / ceil(W_g),  W_g = B · ceil(M/T) · ceil(N/T) / S_g         (last-wave efficiency, T = 64)
-    D_g       = max(FLOPs / (R_g · q_g), bytes / (e_g · BW_g))                  (R_g: sustained FP32 GEMM rate,
-                                                                                 e_g: the GPU's DRAM efficiency)
-    direct    T_t = D_t                    (the target's own roofline at its sustained rate; the default)
-    ratio     T_t = T_o · D_t / D_o        (the origin's measured time carries the shape's efficiency)
-``MODE`` picks one; benchmarks/neusight_e2e.py measures both (docs/method.md "Across architectures": direct 10.5%,
-ratio 14.2% mean drift-free error on the NeuSight dev GPUs).
+    c_g = FLOPs / (R_g(pipe) · q_g)         compute at the pipe's sustained rate R (a tensor dtype or the CUDA cores),
+                                            q_g the last-wave efficiency of a GEMM's output tiles (Habitat §4.1;
+                                            NeuSight, arXiv 2407.13853 §4), 1 elsewhere
+    m_g = bytes · (1 − r_g) / B_g           DRAM traffic at the achievable bandwidth B; r_g is the share of the
+                                            kernel's working set its L2 holds (below)
+    l_g = Z / (S_g · f_g)                   the rest: latency- and issue-bound work, Z SM-cycles, over SMs x clock
+    T_g = (c_g^P + m_g^P + l_g^P)^(1/P)     the three overlap (roofline, Williams et al., CACM 2009), softly:
+                                            P = 4, not max, as a kernel's phases do not overlap perfectly
+
+On the origin, ``T_o`` is measured and c_o, m_o known from the op's shapes, so the latency work is what remains:
+l_o = (T_o^P − c_o^P − m_o^P)^(1/P). Where the op's cost says more than the measured time (c_o or m_o above T_o:
+an L2 that served part of the traffic, or shapes that overstate the kernel), c and m are scaled down together until
+they fit, so the origin's measured efficiency carries over. Then l_t = l_o · S_o f_o / (S_t f_t).
+
+L2 (the issue's "L2 decides what reaches DRAM"): a kernel whose working set (its op's bytes) fits in a GPU's L2 is
+served from there: r_g = 1 / (1 + (bytes / (L2_SHARE · L2_g))^4), a smooth step at half the L2 (on A100 and H100
+the L2 is two partitions that each hold the lines their SMs read, NVIDIA A100 whitepaper, "L2 cache"). Bytes the
+target's L2 holds that the origin's did not move at L2 bandwidth instead (L2_BYTES_PER_CLOCK_PER_SM x SMs x clock,
+never slower than the DRAM they no longer need); bytes the origin's L2 held and the target's does not, at the
+target's DRAM bandwidth. A bigger L2 never makes a kernel slower.
+
+P, L2_SHARE and the default shares for kernels whose op recorded no shapes are the law's only constants; none is
+fitted per GPU. P was chosen on the timm dev split and NeuSight's dev GPUs (docs/method.md "Across chips").
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-from numpy.typing import ArrayLike
 
 from habitat_trace.scale import wave
 from habitat_trace.scale.gpu import GpuSpec
+from habitat_trace.scale.rates import Rates
 
-SUSTAINED_KEY = "fp32_gemm_sustained_tflops"
 DRAM_KEY = "dram_efficiency"
-# Output tile for the wave count: cuBLAS SGEMM kernels tile C in 32..128-wide tiles (NeuSight kernel names:
-# volta/ampere/maxwell_sgemm_128x64, 128x128, 32x128). 64 fits NeuSight's per-kernel data best (mean |log error| of
-# D_g over the GEMMs >= 1 GFLOP of its five GPUs: 0.435 at 64, 0.437 at 32, 0.458 at 128, 0.545 at 256), chosen
-# there and not on any end-to-end label.
-TILE = 64.0
-RATIO, DIRECT = "ratio", "direct"
-# direct: 10.5% mean drift-free error on the NeuSight dev GPUs, ratio 14.2% (benchmarks/results/neusight_e2e.md)
-MODE = DIRECT
+# Smoothness of the overlap of compute, DRAM and latency time (1: they add; infinity: the longest alone counts).
+# On the timm dev split (67 models x 4 GPUs, H100 and H200 origins) and NeuSight's dev GPUs P = 3..6 are within 0.5%
+# of each other; 2 (and additive) under-predict the overlap by 2-5%: benchmarks/crossarch/timm_published.py --sweep.
+P = 4.0
+# Output tile of a GEMM for the last-wave efficiency: cuBLAS SGEMM kernels tile C in 32..128-wide tiles, and 64 fits
+# NeuSight's per-kernel FP32 data best (mean |log error| over its five GPUs' GEMMs >= 1 GFLOP: 0.435 at 64, 0.437 at
+# 32, 0.458 at 128); tensor-core kernels use 128x128 and larger tiles (cuBLAS nvjet 128x256/192x192, CUTLASS sm80
+# 128x128/256x128 in the shared traces' kernel names): 128.
+SIMT_TILE, TENSOR_TILE = 64.0, 128.0
+L2_SHARE = 0.5
+L2_STEEPNESS = 4.0
+# L2 -> SM bandwidth: 5120 B/clk on the A100's 108 SMs (NVIDIA A100 whitepaper, "L2 cache": 2.3x V100's 2048 B/clk
+# on 80 SMs), ~47 B per clock per SM.
+L2_BYTES_PER_CLOCK_PER_SM = 47.0
+# Kernels whose op recorded no shapes (record_shapes=False, TensorList arguments): the share of the origin time taken
+# as DRAM traffic (engine's class defaults: 0.8 streaming, 0.2 library) and, for library kernels, as compute at the
+# pipe's sustained rate. Assumptions, stated as such in the kernel's reason.
+COMPUTE_SHARE_WITHOUT_SHAPES = 0.5
 
 
-def sustained_tflops(spec: GpuSpec) -> float:
-    """The GPU's sustained FP32 GEMM rate from the catalog, NaN when the catalog has none."""
-    v = spec.extra.get(SUSTAINED_KEY)
-    return float(v) if isinstance(v, (int, float)) and v > 0 else float("nan")
+@dataclass(frozen=True)
+class Work:
+    """Per GPU event (arrays of one length): what the law needs to know of each kernel."""
+
+    t_origin: np.ndarray  # ns, measured
+    flops: np.ndarray  # FLOPs on its pipe: NaN unknown, 0 for streaming kernels (their arithmetic is not the limit)
+    nbytes: np.ndarray  # bytes its op's shapes say it moves (its share of them); NaN unknown
+    pipe: np.ndarray  # the origin's pipe: a tensor dtype, or "fp32" (CUDA cores)
+    pipe_target: np.ndarray  # the pipe it runs on on the target (precision substituted where the target lacks it)
+    width: np.ndarray  # operand size on the target over the origin's (2 for FP8 run in BF16), 1 elsewhere
+    tiles: np.ndarray  # output tiles of a GEMM kernel (NaN: not a GEMM with recorded shapes)
+    memory_default: np.ndarray  # share of t_origin taken as DRAM time where nbytes is NaN
+    compute_default: np.ndarray  # share of t_origin taken as compute time where flops is NaN
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The origin's time split by the law (ns per kernel): compute, DRAM, latency."""
+
+    compute: np.ndarray
+    dram: np.ndarray
+    latency: np.ndarray
+
+
+def applies(origin: GpuSpec, target: GpuSpec) -> bool:
+    """Between two chips of one vendor (H100 -> RTX 4090, A100 -> L4, V100 -> T4). Within one chip (H100 <-> H200,
+    what-if SM counts, an H100 SXM <-> PCIe) the libraries run the same kernels, which the wave law scales to a few %
+    (README "How accurate"); across vendors scale/vendor.py decides; between two AMD chips the wave law with CDNA
+    occupancy stays (no sustained figures are catalogued for them)."""
+    if origin.vendor != target.vendor or origin.vendor != "nvidia":  # AMD -> AMD keeps the wave law (CDNA occupancy)
+        return False
+    chip_o, chip_t = origin.extra.get("chip"), target.extra.get("chip")
+    if chip_o and chip_t:
+        return chip_o != chip_t
+    return (origin.architecture, origin.compute_capability) != (target.architecture, target.compute_capability)
+
+
+def predict_ns(work: Work, ro: Rates, rt: Rates) -> tuple[np.ndarray, Parts]:
+    """Target time (ns) of every kernel of ``work`` and the origin's split of its time, from the origin's and the
+    target's sustained rates (``rates.rates(spec)``)."""
+    t_o = np.maximum(np.asarray(work.t_origin, float), 1.0)
+    c_o, c_t = _compute_ns(work, ro, rt, t_o)
+    nbytes = np.asarray(work.nbytes, float)
+    known = np.isfinite(nbytes)
+    res_o, res_t = l2_resident(nbytes, ro), l2_resident(nbytes, rt)
+    m_o = np.where(known, nbytes * (1 - res_o) / ro.dram_gbs, work.memory_default * t_o)
+    m_t = np.where(known, nbytes * (1 - res_t) * work.width / rt.dram_gbs, m_o * ro.dram_gbs / rt.dram_gbs * work.width)
+    # the op's cost says more than was measured: shrink compute and DRAM time together until they fit
+    fit = np.minimum(1.0, t_o / np.maximum(_norm(c_o, m_o), 1e-9))
+    c_o, m_o, c_t, m_t = c_o * fit, m_o * fit, c_t * fit, m_t * fit
+    l_o = np.maximum(t_o ** P - c_o ** P - m_o ** P, 0.0) ** (1 / P)
+    l_t = l_o * ro.sm_ghz / rt.sm_ghz
+    # bytes the target's L2 holds and the origin's did not: L2 time instead of DRAM time, never more than that
+    l2_bw = L2_BYTES_PER_CLOCK_PER_SM * rt.sm_ghz  # GB/s
+    gained = np.where(known, np.maximum(res_t - res_o, 0.0) * nbytes * work.width * fit, 0.0)
+    l_t = _norm(l_t, np.minimum(gained / l2_bw, gained / rt.dram_gbs))
+    return _norm(c_t, m_t, l_t), Parts(c_o, m_o, l_o)
+
+
+def l2_resident(nbytes: np.ndarray, r: Rates) -> np.ndarray:
+    """Share of a kernel's working set (``nbytes``) the GPU's L2 serves: ~1 well below L2_SHARE of the L2, ~0 above."""
+    x = np.nan_to_num(np.asarray(nbytes, float), nan=np.inf) / max(L2_SHARE * r.l2_bytes, 1.0)
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + x ** L2_STEEPNESS)
+
+
+def wave_efficiency(tiles: np.ndarray, sms: float) -> np.ndarray:
+    """Share of the SM-time of the last wave a GEMM of ``tiles`` output tiles uses: W / ceil(W), 1 at many waves or
+    where the tiles are unknown."""
+    w = np.asarray(tiles, float) / sms
+    return np.where(np.isfinite(w) & (w > 0), w / np.maximum(np.ceil(w - 1e-9), 1.0), 1.0)
+
+
+def gemm_tiles(b: np.ndarray, m: np.ndarray, n: np.ndarray, tensor: np.ndarray) -> np.ndarray:
+    """Output tiles of a batched GEMM: B x ceil(M/T) x ceil(N/T), T the pipe's tile (SIMT_TILE or TENSOR_TILE)."""
+    tile = np.where(tensor, TENSOR_TILE, SIMT_TILE)
+    return np.asarray(b, float) * np.ceil(np.asarray(m, float) / tile) * np.ceil(np.asarray(n, float) / tile)
 
 
 def dram_efficiency(spec: GpuSpec) -> float:
     """Achievable fraction of the datasheet DRAM bandwidth for streaming kernels: the catalog's ``dram_efficiency``
     (GDDR cards and the P100 reach 0.70-0.74, HBM2 V100 0.85, H100/H200 0.88-0.90), else wave.py's measured
-    Hopper constant."""
+    Hopper constant. Read by the wave law's memory side across architectures and by scale/vendor.py."""
     v = spec.extra.get(DRAM_KEY)
     return float(v) if isinstance(v, (int, float)) and 0 < v <= 1 else wave.ACHIEVABLE_BANDWIDTH_FRACTION
 
@@ -62,37 +163,18 @@ def dram_efficiencies(origin: GpuSpec, target: GpuSpec) -> tuple[float, float]:
     return dram_efficiency(origin), dram_efficiency(target)
 
 
-def applies(origin: GpuSpec, target: GpuSpec) -> bool:
-    """Across architectures only (within one, the wave law is validated to a few %: README "Accuracy"), and only
-    between GPUs whose sustained rate is known."""
-    return (origin.architecture != target.architecture and np.isfinite(sustained_tflops(origin))
-            and np.isfinite(sustained_tflops(target)))
+def _compute_ns(work: Work, ro: Rates, rt: Rates, t_o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Compute time on either GPU: FLOPs at the pipe's sustained rate and last-wave efficiency (ns)."""
+    r_o = np.array([ro.pipe_tflops(p) for p in work.pipe], float) * 1e3  # FLOP/ns
+    r_t = np.array([rt.pipe_tflops(p) for p in work.pipe_target], float) * 1e3
+    flops = np.asarray(work.flops, float)
+    c_o = flops / (r_o * wave_efficiency(work.tiles, ro.sms))
+    c_t = flops / (r_t * wave_efficiency(work.tiles, rt.sms))
+    unknown = ~np.isfinite(flops)
+    c_o = np.where(unknown, work.compute_default * t_o, c_o)
+    c_t = np.where(unknown, c_o * r_o / r_t, c_t)
+    return c_o, c_t
 
 
-def wave_efficiency(b: ArrayLike, m: ArrayLike, n: ArrayLike, sms: float) -> np.ndarray:
-    """Share of the SM-time of the last wave a GEMM of B x M x N output tiles uses: W / ceil(W), 1 at many waves."""
-    w = np.asarray(b, float) * np.ceil(np.asarray(m, float) / TILE) * np.ceil(np.asarray(n, float) / TILE) / sms
-    return np.where(w > 0, w / np.maximum(np.ceil(w - 1e-9), 1.0), 1.0)
-
-
-def achievable_ns(flops: ArrayLike, nbytes: ArrayLike, b: ArrayLike, m: ArrayLike, n: ArrayLike,
-                  spec: GpuSpec) -> np.ndarray:
-    """D_g: the GEMM's time on ``spec`` at its sustained rate with last-wave quantization, or its bytes at the
-    achievable DRAM bandwidth, whichever is longer (ns)."""
-    rate = sustained_tflops(spec) * 1e3 * wave_efficiency(b, m, n, spec.sms)  # FLOP/ns
-    return np.maximum(np.asarray(flops, float) / rate,
-                      np.asarray(nbytes, float) / (dram_efficiency(spec) * spec.memory_bandwidth_gbs))
-
-
-def gemm_ns(flops: ArrayLike, nbytes: ArrayLike, b: ArrayLike, m: ArrayLike, n: ArrayLike, t_origin_ns: ArrayLike,
-            origin: GpuSpec, target: GpuSpec, mode: str = "") -> np.ndarray:
-    """Target time of FP32 GEMM kernels (``flops``/``nbytes``: the kernel's share of its op's cost); NaN where
-    ``applies`` is False."""
-    t_o = np.asarray(t_origin_ns, float)
-    if not applies(origin, target):
-        return np.full(t_o.shape, np.nan)
-    d_t = achievable_ns(flops, nbytes, b, m, n, target)
-    if (mode or MODE) == DIRECT:
-        return d_t
-    d_o = achievable_ns(flops, nbytes, b, m, n, origin)
-    return t_o * d_t / np.maximum(d_o, 1e-9)
+def _norm(*xs: np.ndarray) -> np.ndarray:
+    return np.sum([np.asarray(x, float) ** P for x in xs], axis=0) ** (1 / P)

@@ -4,9 +4,9 @@ Pure function of the ingest tables and two GpuSpecs; reads no JSON, writes nothi
 Methods: identity (same GPU), copy (memcpy/memset), wave (kernels with launch parameters),
 roofline-op (library GEMM/conv/attention/RNN kernels: wave law, then bounded below by the target's
 roofline for the op's FLOPs and bytes), learned (FP32 GEMMs between two real GPUs inside the learned
-model's trained range, scale/learned/envelope.py: its time ratio, roofline-bounded), sustained (FP32 GEMMs
-across architectures: the GPUs' sustained rates, scale/crossarch.py), fallback (no launch parameters:
-class-level rule). Between an NVIDIA and an AMD GPU one hook hands the kernels to scale/vendor.py
+model's trained range, scale/learned/envelope.py: its time ratio, roofline-bounded), sustained (every kernel
+between two different chips: compute, DRAM and latency work at what each GPU sustains, scale/crossarch.py), fallback
+(no launch parameters: class-level rule). Between an NVIDIA and an AMD GPU one hook hands the kernels to scale/vendor.py
 (roofline-op for library kernels, bandwidth for the rest).
 """
 from __future__ import annotations
@@ -19,27 +19,24 @@ import pandas as pd
 from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import KernelTables as Tables
-from habitat_trace.scale import collective, crossarch, learned, occupancy, vendor, wave
-from habitat_trace.scale.cost import gemm_dims, gemm_flops_bytes, op_cost, tensor_dtype_from_kernel
+from habitat_trace.scale import collective, crossarch, learned, vendor, wave
+from habitat_trace.scale.facts import (LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_GAMMA_WITHOUT_SHAPES, ELEMENT_BYTES,
+                                       costs, gemm_kernel_shapes, kernel_facts, name_matches,
+                                       time_share_in_op)
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
+from habitat_trace.scale.rates import rates
 from habitat_trace.scale.prediction import (COPY, FALLBACK, IDENTITY, LEARNED, ROOFLINE_OP, SUSTAINED, WAVE,
                                             KernelFacts, Prediction)
 
-# γ when an op's shapes were not recorded (no record_shapes, TensorList arguments): streaming kernels
-# are mostly bandwidth-bound, library kernels mostly not. Assumptions, not fits: docs/method.md step 4.
-STREAMING_GAMMA_WITHOUT_SHAPES = 0.8
-LIBRARY_GAMMA_WITHOUT_SHAPES = 0.2
 # What the engine does for a kernel without valid grid/block: kernel_facts assumes MANY_WAVES_GRID blocks, so the
 # compute side scales by the SM count and per-SM peak, and the memory side by the achievable bandwidth.
 NO_PARAMS_RULE = "wave law with a grid of many full waves assumed"
 NO_PARAMS_REASON = f"no launch parameters (grid/block) in the trace: {NO_PARAMS_RULE}"
-MANY_WAVES_GRID = 1e6
-# Kernels that schedule their tiles over the SMs they get (cuBLAS nvjet, CUTLASS persistent /
-# warp-specialized / stream-K, Triton persistent matmuls): fractional waves.
-PERSISTENT_KERNELS = r"(?i)nvjet|persistent|warpspecialized|stream_?k|_coop"
-# bytes per element of each pipe's operands (FP4 packs two per byte; TF32 is stored as FP32)
-ELEMENT_BYTES = {"fp4": 0.5, "fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0, "matrix-fp32": 4.0}
+NO_SHAPES_REASON = "op bytes unknown (no recorded shapes, or a helper kernel of a library op): class default shares"
+# ATen's own CUDA kernels (namespace at::native) run the same code on every GPU, on the CUDA cores, even where their op
+# is a library class (depthwise convolutions: aten::_conv_depthwise2d)
+ATEN_NATIVE = r"at::native::"
 
 
 def same_gpu(a: GpuSpec, b: GpuSpec) -> bool:
@@ -63,6 +60,8 @@ def _predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
     facts = kernel_facts(trace, origin, target)
     if origin.vendor != target.vendor:  # hook: NVIDIA <-> AMD kernels do not carry over (scale/vendor.py)
         return _cross_vendor(trace, origin, target, facts)
+    if crossarch.applies(origin, target):  # hook: another chip runs other kernels at other efficiencies
+        return _cross_chip(trace, origin, target, facts)
     method = np.full(n, WAVE, dtype=object)
     reason = np.full(n, "", dtype=object)
     kclass = g[S.KCLASS].to_numpy()
@@ -86,7 +85,7 @@ def _predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
     t_t = wave.combine(t_o, facts.gamma, f_mem, f_comp, facts.flop_share)
     # copies: device-side ones move at the achievable DRAM bandwidth; host copies cross PCIe/NVLink-C2C,
     # which the catalog does not model per direction, so they keep their time.
-    host_copy = is_copy & _name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
+    host_copy = is_copy & name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
     t_t = np.where(is_copy, t_o * f_mem, t_t)
     t_t = np.where(host_copy, t_o, t_t)
     reason[host_copy] = "host copy: link bandwidth not modelled, origin time kept"
@@ -95,11 +94,6 @@ def _predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
     use_learned = np.isfinite(t_learned) & ~is_copy
     t_t = np.where(use_learned, t_learned, t_t)
     method[use_learned] = LEARNED
-    # FP32 GEMMs across architectures: the GPUs' sustained rates, not the per-SM datasheet peak ratio (crossarch)
-    t_sus = _sustained_gemm_ns(trace, origin, target, facts.pipe, t_o)
-    use_sus = np.isfinite(t_sus) & ~is_copy & ~use_learned
-    t_t = np.where(use_sus, t_sus, t_t)
-    method[use_sus] = SUSTAINED
     # roofline floor for library kernels whose op cost is known: never faster than physics
     floor = facts.roofline_floor_ns
     bounded = library & np.isfinite(floor)
@@ -138,13 +132,97 @@ def _cross_vendor(trace: Tables, origin: GpuSpec, target: GpuSpec, facts: Kernel
     t_o = g[S.DUR].to_numpy().astype(np.float64)
     t_t, method, reason = vendor.cross_vendor(g, facts, origin, target)
     is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
-    host_copy = is_copy & _name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
+    host_copy = is_copy & name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
     t_t = np.where(is_copy, np.where(host_copy, t_o, t_o * facts.bw_origin / facts.bw_target), t_t)
     method[is_copy] = COPY
     reason[is_copy] = ""
     reason[host_copy] = "host copy: link bandwidth not modelled, origin time kept"
     dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
     return Prediction(origin, target, dur, method, reason, facts=facts)
+
+
+def _cross_chip(trace: Tables, origin: GpuSpec, target: GpuSpec, facts: KernelFacts) -> Prediction:
+    """Two different chips: every kernel by scale/crossarch.py (method 'sustained'); copies as in predict; FP32 GEMMs
+    the learned model covers keep it; library kernels keep the roofline floor."""
+    g = trace.gpu
+    t_o = g[S.DUR].to_numpy().astype(np.float64)
+    work = cross_chip_work(trace, facts)
+    r_o, r_t = rates(origin), rates(target)
+    t_t, parts = crossarch.predict_ns(work, r_o, r_t)
+    n = len(g)
+    method, reason = np.full(n, SUSTAINED, dtype=object), np.full(n, "", dtype=object)
+    no_shapes = ~np.isfinite(work.nbytes)
+    reason[no_shapes] = NO_SHAPES_REASON
+    if S.LAUNCH_ISSUE in g.columns:  # recorded but out of range, dropped at ingest: say which value
+        issue = g[S.LAUNCH_ISSUE].to_numpy()
+        bad = issue != ""
+        reason[bad] = issue[bad] + " in the trace: launch parameters dropped (this law does not read them)"
+    is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
+    host_copy = is_copy & name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
+    dram_o, dram_t = r_o.dram_gbs, r_t.dram_gbs
+    t_t = np.where(is_copy, np.where(host_copy, t_o, t_o * dram_o / dram_t), t_t)
+    method[is_copy], reason[is_copy] = COPY, ""
+    reason[host_copy] = "host copy: link bandwidth not modelled, origin time kept"
+    t_learned = _learned_gemm_ns(trace, origin, target, facts.pipe, t_o)
+    use_learned = np.isfinite(t_learned) & ~is_copy
+    t_t = np.where(use_learned, t_learned, t_t)
+    method[use_learned] = LEARNED
+    substituted = (facts.pipe_target != facts.pipe) & ~is_copy
+    reason[substituted] = [r + "; " * bool(r) + _precision_reason(p, q, target) for r, p, q in
+                           zip(reason[substituted], facts.pipe[substituted], facts.pipe_target[substituted])]
+    library = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES)
+    bounded = library & np.isfinite(facts.roofline_floor_ns)
+    t_t = np.where(bounded, np.maximum(t_t, facts.roofline_floor_ns), t_t)
+    dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
+    shown = replace(facts, gamma=np.clip(parts.dram / np.maximum(t_o, 1.0), 0, 1),
+                    flop_share=np.clip(parts.compute / np.maximum(t_o, 1.0), 0, 1), f_mem=np.full(n, dram_o / dram_t),
+                    f_comp=np.full(n, r_o.sm_ghz / r_t.sm_ghz))
+    warnings = (*_precision_warnings(facts, substituted, t_o, origin, target), *_shape_warnings(trace),
+                *_rate_warnings(origin, target))
+    return Prediction(origin, target, dur, method, reason, warnings=warnings, facts=shown)
+
+
+def cross_chip_work(trace: Tables, facts: KernelFacts) -> crossarch.Work:
+    """What crossarch.predict_ns needs of each GPU event. Library kernels (cuBLAS, cuDNN, flash attention) carry their
+    op's FLOPs and bytes on their pipe; ATen's own CUDA kernels of library ops (depthwise convolutions) run the same
+    code on every GPU, on the CUDA cores; every other kernel streams its op's bytes (its time share of them). Where
+    the op recorded no shapes the class default shares stand in (crossarch.Work)."""
+    g = trace.gpu
+    library = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES)
+    native = library & name_matches(g[S.NAME], ATEN_NATIVE)
+    op = g[S.OP].to_numpy()
+    helper = ~library & pd.Series(library).groupby(op).transform("any").to_numpy() & (op >= 0)
+    _, op_bytes, _ = costs(trace)
+    nbytes = np.where(library, facts.nbytes, time_share_in_op(g, library_only=False) * op_bytes)
+    # a helper kernel of a library op is mostly a layout transform (cuDNN's nchwToNhwc/nhwcToNchw around an NHWC
+    # kernel): it reads and writes the op's activations once, 2 x the op's bytes over its helpers by time share
+    dur = np.where(helper, g[S.DUR].to_numpy(), 0).astype(np.float64)
+    helper_total = pd.Series(dur).groupby(op).transform("sum").to_numpy()
+    nbytes = np.where(helper, 2.0 * op_bytes * dur / np.maximum(helper_total, 1.0), nbytes)
+    pipe = np.where(native, "fp32", facts.pipe).astype(object)
+    pipe_t = np.where(native, "fp32", facts.pipe_target).astype(object)
+    rows, bmnk, _ = gemm_kernel_shapes(trace, np.ones(len(g), dtype=bool))
+    tiles = np.full(len(g), np.nan)
+    tiles[rows] = crossarch.gemm_tiles(bmnk[0], bmnk[1], bmnk[2], pipe[rows] != "fp32")
+    return crossarch.Work(t_origin=g[S.DUR].to_numpy().astype(np.float64), flops=np.where(library, facts.flops, 0.0),
+                          nbytes=nbytes, pipe=pipe, pipe_target=pipe_t, width=np.where(native, 1.0, facts.width),
+                          tiles=tiles, memory_default=np.where(library, LIBRARY_GAMMA_WITHOUT_SHAPES,
+                                                               STREAMING_GAMMA_WITHOUT_SHAPES),
+                          compute_default=np.where(library, crossarch.COMPUTE_SHARE_WITHOUT_SHAPES, 0.0))
+
+
+def _rate_warnings(origin: GpuSpec, target: GpuSpec) -> tuple[str, ...]:
+    """One line per GPU whose sustained math or bandwidth is not catalogued (the clock falls back to the boost clock
+    silently: that is the documented default)."""
+    out = []
+    for spec in (origin, target):
+        missing = [m.replace("tensor_sustained_tflops_", "").replace("fp32_gemm_sustained_tflops", "fp32 (CUDA cores)")
+                   .replace("memory_bandwidth_achievable_gbs", "copy bandwidth")
+                   for m in rates(spec).fallbacks if m != "sm_clock_sustained_mhz"]
+        if missing:
+            out.append(f"{spec.name}: no measured sustained {', '.join(missing)} in the catalog; the median "
+                       "sustained/datasheet ratio of the catalogued GPUs stands in (scale/rates.py)")
+    return tuple(out)
 
 
 def _learned_gemm_ns(trace: Tables, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, t_o: np.ndarray) -> np.ndarray:
@@ -165,62 +243,6 @@ def _learned_gemm_ns(trace: Tables, origin: GpuSpec, target: GpuSpec, pipe: np.n
     return out
 
 
-def _sustained_gemm_ns(trace: Tables, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray,
-                       t_o: np.ndarray) -> np.ndarray:
-    """Target time of each FP32 (CUDA-core) GEMM kernel with recorded shapes from scale/crossarch, NaN elsewhere
-    (and everywhere when origin and target share an architecture). A kernel takes its time share of its op's cost."""
-    out = np.full(len(t_o), np.nan)
-    if not crossarch.applies(origin, target):
-        return out
-    rows, (b, m, n, k), op_dtype = gemm_kernel_shapes(trace, pipe == "fp32")
-    rows, b, m, n, k = rows[op_dtype == "fp32"], *(x[op_dtype == "fp32"] for x in (b, m, n, k))
-    share = _time_share_in_op(trace.gpu)[rows]
-    flops, nbytes = gemm_flops_bytes(b, m, n, k, 4.0)  # FP32 operands
-    out[rows] = crossarch.gemm_ns(share * flops, share * nbytes, b, m, n, t_o[rows], origin, target)
-    return out
-
-
-def gemm_kernel_shapes(trace: Tables, where: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """GEMM kernels (rows of ``trace.gpu`` where ``where`` holds) whose launching op recorded GEMM shapes: their
-    rows, (B, M, N, K) as a 4 x n float array, and the op's compute dtype from its input types (a CUDA-core
-    kernel of a bf16 op is not an FP32 GEMM)."""
-    g, ops = trace.gpu, trace.ops
-    op = g[S.OP].to_numpy()
-    cand = where & (g[S.KCLASS].to_numpy() == K.GEMM) & (op >= 0) & (g[S.CAT] == S.CAT_KERNEL).to_numpy()
-    names, dims, types = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy(), ops[S.INPUT_TYPES].to_numpy()
-    shape: dict[int, tuple[tuple[int, int, int, int], str]] = {}
-    for o in np.unique(op[cand]).tolist():
-        bmnk = gemm_dims(str(names[o]), dims[o])
-        if bmnk is not None:
-            shape[o] = bmnk, op_cost(str(names[o]), dims[o], types[o], None)[2]
-    rows = np.flatnonzero(cand & np.isin(op, list(shape)))
-    found = [shape[o] for o in op[rows].tolist()]
-    return (rows, np.array([s for s, _ in found], dtype=np.float64).reshape(-1, 4).T,
-            np.array([d for _, d in found], dtype=object))
-
-
-def scale_factors(g: pd.DataFrame, waves_origin: np.ndarray, waves_target: np.ndarray, bw_origin: np.ndarray,
-                  bw_target: np.ndarray, rate_ratio: np.ndarray, width: np.ndarray | float = 1.0
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Memory-side and compute-side factors F_m, F_c per GPU event (docs/method.md steps 2-3)."""
-    # a kernel run in a wider dtype on the target (GpuSpec.tensor_pipe) moves its operands at that width
-    f_mem = bw_origin / bw_target * width
-    # a library kernel whose grid fits one wave on the origin was sized to that GPU's SMs: the library
-    # loops over tiles inside it (or picks a grid for the target's SMs there), so its waves are fractional
-    sized_to_gpu = np.isin(g[S.KCLASS].to_numpy(), (K.GEMM, K.ATTENTION)) & (waves_origin <= 1.0)
-    persistent = _name_matches(g[S.NAME], PERSISTENT_KERNELS) | sized_to_gpu
-    f_comp = wave.wave_factor(waves_origin, waves_target, persistent) * rate_ratio
-    return f_mem, f_comp
-
-
-def _name_matches(names: pd.Series, pattern: str) -> np.ndarray:
-    """``names.str.contains(pattern)`` as a bool array, the regex run once per distinct name (a few
-    hundred kernel names repeat over a million events)."""
-    codes, uniques = pd.factorize(names)
-    hit = np.append(np.asarray(uniques.astype(str).str.contains(pattern, regex=True), dtype=bool), False)
-    return hit[codes]  # code -1 (a missing name) picks the appended False
-
-
 def _warnings(no_params: np.ndarray, is_copy: np.ndarray) -> tuple[str, ...]:
     k = int((no_params & ~is_copy).sum())
     return (f"{k} kernels have no valid launch parameters; scaled as a grid of many full waves (method "
@@ -236,126 +258,3 @@ def _shape_warnings(trace: Tables) -> tuple[str, ...]:
     return ()
 
 
-def kernel_facts(trace: Tables, origin: GpuSpec, target: GpuSpec) -> KernelFacts:
-    g = trace.gpu
-    blocks = (g[S.GRID_X] * g[S.GRID_Y] * g[S.GRID_Z]).to_numpy().astype(np.float64)
-    threads = (g[S.BLOCK_X] * g[S.BLOCK_Y] * g[S.BLOCK_Z]).to_numpy()
-    has_params = (blocks > 0) & (threads > 0)
-    thr = np.where(has_params, threads, 1)
-    # ROCm traces record no registers (-1): no register limit, as the CUDA rules read 0
-    regs, smem = np.maximum(g[S.REGISTERS].to_numpy(), 0), g[S.SHARED_MEM].to_numpy()
-    bps_o = np.maximum(_blocks_per_sm(thr, regs, smem, origin), 1)
-    bps_t = np.maximum(_blocks_per_sm(thr, regs, _fit_smem(smem, target), target), 1)
-    # without launch parameters assume a kernel that fills many waves (NO_PARAMS_REASON)
-    blocks = np.where(has_params, blocks, MANY_WAVES_GRID)
-    w_o = occupancy.waves(blocks, bps_o, origin.sms)
-    w_t = occupancy.waves(blocks, bps_t, target.sms)
-    eff_o, eff_t = crossarch.dram_efficiencies(origin, target)
-    bw_o = wave.achievable_bandwidth_gbs(origin.sms, origin.boost_clock_mhz, origin.memory_bandwidth_gbs,
-                                         np.minimum(w_o, 1.0), eff_o)
-    bw_t = wave.achievable_bandwidth_gbs(target.sms, target.boost_clock_mhz, target.memory_bandwidth_gbs,
-                                         np.minimum(w_t, 1.0), eff_t)
-    flops, nbytes, pipe = _costs(trace)
-    peak_o = np.array([origin.pipe_peak_tflops(p) for p in pipe])
-    peak_t = np.array([target.pipe_peak_tflops(p) for p in pipe])
-    pipe_t = np.array([p if p == "fp32" else target.tensor_pipe(p) for p in pipe], dtype=object)
-    width = np.array([ELEMENT_BYTES.get(q, 4.0) / ELEMENT_BYTES.get(p, 4.0) for p, q in zip(pipe, pipe_t)])
-    rate_ratio = (peak_o / origin.sms) / (peak_t / target.sms)
-    gamma = _gamma(g, nbytes, bw_o)
-    # lower bound on the target for the op's share of work: FLOPs at peak, bytes at DRAM bandwidth
-    share = _time_share_in_op(g)
-    floor_t = share * wave.roofline_ns(flops, nbytes * width, peak_t, target.memory_bandwidth_gbs)
-    floor_o = share * wave.roofline_ns(flops, nbytes, peak_o, origin.memory_bandwidth_gbs)
-    # where the origin ran faster than its own roofline estimate, the estimate is off (wrong shapes or
-    # dtype): no bound then
-    t_o = g[S.DUR].to_numpy().astype(np.float64)
-    floor = np.where(t_o >= floor_o, floor_t, np.nan)
-    # share of the origin time the op's FLOPs needed at the pipe's peak, for GEMM kernels only: a GEMM op
-    # is its GEMM kernel(s), while conv and attention ops split their FLOPs over helper kernels (cuDNN
-    # wgrad reductions, layout transforms, softmax statistics) whose time share says nothing of FLOPs
-    gemm = (g[S.KCLASS] == K.GEMM).to_numpy()
-    # (unknown FLOPs stay NaN: wave.combine reads NaN as 0 and clips to [0, 1])
-    flop_share = np.where(gemm, share * flops / (peak_o * 1e3) / np.maximum(t_o, 1.0), 0.0)
-    # more FLOPs than the pipe could issue in the measured time: the op's shapes do not describe this kernel
-    # (a wrong op link or dtype), so neither its FLOPs nor its bytes say anything; class defaults instead.
-    # Otherwise the round trip is lopsided: u clipped to 1 hides the DRAM term one way (F_m < 1), the
-    # bytes' γ wins the max the other way (F_m > 1). Never the case on the shared or collected traces.
-    off = flop_share > 1.0
-    flop_share = np.where(off, 0.0, flop_share)
-    gamma = np.where(off, LIBRARY_GAMMA_WITHOUT_SHAPES, gamma)
-    f_mem, f_comp = scale_factors(g, w_o, w_t, bw_o, bw_t, rate_ratio, width)
-    return KernelFacts(has_params=has_params, pipe=np.array(pipe, dtype=object), waves_origin=w_o, waves_target=w_t,
-                       bw_origin=bw_o, bw_target=bw_t, rate_ratio=rate_ratio, gamma=gamma, flop_share=flop_share,
-                       roofline_floor_ns=floor, f_mem=f_mem, f_comp=f_comp, pipe_target=pipe_t, width=width,
-                       flops=share * flops, nbytes=share * nbytes)
-
-
-def blocks_per_sm_on(threads: np.ndarray, regs: np.ndarray, smem: np.ndarray, spec: GpuSpec) -> np.ndarray:
-    """Resident blocks per SM (CU) on ``spec``: CUDA's occupancy rules, or CDNA's for an AMD GPU."""
-    return _blocks_per_sm(threads, regs, smem, spec)
-
-
-def _blocks_per_sm(threads: np.ndarray, regs: np.ndarray, smem: np.ndarray, spec: GpuSpec) -> np.ndarray:
-    if spec.vendor == "amd":
-        return occupancy.cdna_blocks_per_cu(threads, regs, smem, spec.occupancy)
-    return occupancy.blocks_per_sm(threads, regs, smem, spec.occupancy)
-
-
-def _fit_smem(smem: np.ndarray, target: GpuSpec) -> np.ndarray:
-    # a kernel compiled for a bigger SM is rebuilt with tiles that fit the target's opt-in limit
-    return np.minimum(smem, target.occupancy.shared_mem_per_block_optin_bytes)
-
-
-def _costs(trace: Tables) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Per GPU event: its op's FLOPs and bytes (NaN unknown) and the pipe (tensor dtype or fp32)."""
-    g, ops = trace.gpu, trace.ops
-    op = g[S.OP].to_numpy()
-    cache: dict[int, tuple[float, float, str]] = {}
-    # columns as arrays once: a DataFrame lookup per op cost 30 µs each on a 1M-event trace
-    names, dims, types = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy(), ops[S.INPUT_TYPES].to_numpy()
-    concrete = ops[S.CONCRETE_INPUTS].to_numpy() if S.CONCRETE_INPUTS in ops else None
-    for o in np.unique(op[op >= 0]).tolist():
-        cache[o] = op_cost(str(names[o]), dims[o], types[o], concrete[o] if concrete is not None else None)
-    unknown = (np.nan, np.nan, "fp32")
-    costs = [cache.get(o, unknown) for o in op.tolist()]
-    flops = np.array([c[0] for c in costs], dtype=np.float64)
-    nbytes = np.array([c[1] for c in costs], dtype=np.float64)
-    pipes = []
-    library = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES)
-    for (_, _, dtype), name, lib in zip(costs, g[S.NAME].tolist(), library.tolist()):
-        if not lib:
-            pipes.append("fp32")
-            continue
-        pipes.append(tensor_dtype_from_kernel(name, dtype) or "fp32")
-    return flops, nbytes, pipes
-
-
-def _gamma(g: pd.DataFrame, nbytes: np.ndarray, bw_origin: np.ndarray) -> np.ndarray:
-    """Share of a kernel's origin time the DRAM was busy: its share of the op's bytes over what the
-    achievable bandwidth moves in that time (the 'achieved throughput against the roofline').
-    A streaming kernel that reaches only half the bandwidth is half latency/issue-bound, and that
-    half scales with the SM side, not with bandwidth. Class defaults where the shapes are unknown."""
-    share = _time_share_in_op(g, library_only=False)
-    t = np.maximum(g[S.DUR].to_numpy(), 1).astype(np.float64)
-    used = share * nbytes / (t * bw_origin)  # bytes / (ns * GB/s) = bytes / (ns * B/ns)
-    kclass = g[S.KCLASS].to_numpy()
-    library = np.isin(kclass, K.LIBRARY_CLASSES)
-    default = np.where(library, LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_GAMMA_WITHOUT_SHAPES)
-    # a helper kernel of a library op (layout transform, bias, cast) moves tensors the op's byte
-    # count does not see (the library kernel re-reads them): it takes the streaming default
-    op_cls = pd.Series(library).groupby(g[S.OP].to_numpy()).transform("any").to_numpy()
-    helper = op_cls & ~library & (g[S.OP].to_numpy() >= 0)
-    used = np.where(helper, np.nan, used)
-    # more bytes than the DRAM could move in the measured time: the surplus hit in L2, so at most
-    # 1/used of the traffic (and of the time) can have been DRAM-bound
-    dram_share = np.where(used > 1.0, 1.0 / np.maximum(used, 1e-9), used)
-    return np.where(np.isfinite(used), np.clip(dram_share, 0.0, 1.0), default)
-
-
-def _time_share_in_op(g: pd.DataFrame, library_only: bool = True) -> np.ndarray:
-    """Fraction of its op's (library-)kernel time each kernel took on the origin (splits the op's cost)."""
-    lib = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES) | (not library_only)
-    dur = np.where(lib, g[S.DUR].to_numpy(), 0).astype(np.float64)
-    key = g[S.OP].to_numpy()
-    total = pd.Series(dur).groupby(key).transform("sum").to_numpy()
-    return np.where(total > 0, dur / np.maximum(total, 1), 0.0)

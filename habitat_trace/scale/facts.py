@@ -1,0 +1,199 @@
+"""Per-kernel facts the laws read: the op's FLOPs and bytes, the pipe, waves, achievable bandwidth, γ (``kernel_facts``),
+and the helpers that build them from the ingest tables (time shares in an op, GEMM shapes, name patterns).
+
+Pure functions of the ingest tables and two GpuSpecs; scale/engine.py, scale/vendor.py and the analyses read them.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from habitat_trace.ingest import classify as K
+from habitat_trace.ingest import schema as S
+from habitat_trace.ingest.trace import KernelTables as Tables
+from habitat_trace.scale import crossarch, occupancy, wave
+from habitat_trace.scale.cost import gemm_dims, op_cost, tensor_dtype_from_kernel
+from habitat_trace.scale.gpu import GpuSpec
+from habitat_trace.scale.prediction import KernelFacts
+
+# γ when an op's shapes were not recorded (no record_shapes, TensorList arguments): streaming kernels
+# are mostly bandwidth-bound, library kernels mostly not. Assumptions, not fits: docs/method.md step 4.
+STREAMING_GAMMA_WITHOUT_SHAPES = 0.8
+LIBRARY_GAMMA_WITHOUT_SHAPES = 0.2
+# Without valid grid/block, kernel_facts assumes MANY_WAVES_GRID blocks: the compute side scales by the SM count and
+# per-SM peak, the memory side by the achievable bandwidth (engine.NO_PARAMS_REASON says so per kernel).
+MANY_WAVES_GRID = 1e6
+# Kernels that schedule their tiles over the SMs they get (cuBLAS nvjet, CUTLASS persistent /
+# warp-specialized / stream-K, Triton persistent matmuls): fractional waves.
+PERSISTENT_KERNELS = r"(?i)nvjet|persistent|warpspecialized|stream_?k|_coop"
+# bytes per element of each pipe's operands (FP4 packs two per byte; TF32 is stored as FP32)
+ELEMENT_BYTES = {"fp4": 0.5, "fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0, "matrix-fp32": 4.0}
+
+
+def gemm_kernel_shapes(trace: Tables, where: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """GEMM kernels (rows of ``trace.gpu`` where ``where`` holds) whose launching op recorded GEMM shapes: their
+    rows, (B, M, N, K) as a 4 x n float array, and the op's compute dtype from its input types (a CUDA-core
+    kernel of a bf16 op is not an FP32 GEMM)."""
+    g, ops = trace.gpu, trace.ops
+    op = g[S.OP].to_numpy()
+    cand = where & (g[S.KCLASS].to_numpy() == K.GEMM) & (op >= 0) & (g[S.CAT] == S.CAT_KERNEL).to_numpy()
+    names, dims, types = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy(), ops[S.INPUT_TYPES].to_numpy()
+    shape: dict[int, tuple[tuple[int, int, int, int], str]] = {}
+    for o in np.unique(op[cand]).tolist():
+        bmnk = gemm_dims(str(names[o]), dims[o])
+        if bmnk is not None:
+            shape[o] = bmnk, op_cost(str(names[o]), dims[o], types[o], None)[2]
+    rows = np.flatnonzero(cand & np.isin(op, list(shape)))
+    found = [shape[o] for o in op[rows].tolist()]
+    return (rows, np.array([s for s, _ in found], dtype=np.float64).reshape(-1, 4).T,
+            np.array([d for _, d in found], dtype=object))
+
+
+
+def scale_factors(g: pd.DataFrame, waves_origin: np.ndarray, waves_target: np.ndarray, bw_origin: np.ndarray,
+                  bw_target: np.ndarray, rate_ratio: np.ndarray, width: np.ndarray | float = 1.0
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Memory-side and compute-side factors F_m, F_c per GPU event (docs/method.md steps 2-3)."""
+    # a kernel run in a wider dtype on the target (GpuSpec.tensor_pipe) moves its operands at that width
+    f_mem = bw_origin / bw_target * width
+    # a library kernel whose grid fits one wave on the origin was sized to that GPU's SMs: the library
+    # loops over tiles inside it (or picks a grid for the target's SMs there), so its waves are fractional
+    sized_to_gpu = np.isin(g[S.KCLASS].to_numpy(), (K.GEMM, K.ATTENTION)) & (waves_origin <= 1.0)
+    persistent = name_matches(g[S.NAME], PERSISTENT_KERNELS) | sized_to_gpu
+    f_comp = wave.wave_factor(waves_origin, waves_target, persistent) * rate_ratio
+    return f_mem, f_comp
+
+
+
+def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
+    """``names.str.contains(pattern)`` as a bool array, the regex run once per distinct name (a few
+    hundred kernel names repeat over a million events)."""
+    codes, uniques = pd.factorize(names)
+    hit = np.append(np.asarray(uniques.astype(str).str.contains(pattern, regex=True), dtype=bool), False)
+    return hit[codes]  # code -1 (a missing name) picks the appended False
+
+
+
+def kernel_facts(trace: Tables, origin: GpuSpec, target: GpuSpec) -> KernelFacts:
+    g = trace.gpu
+    blocks = (g[S.GRID_X] * g[S.GRID_Y] * g[S.GRID_Z]).to_numpy().astype(np.float64)
+    threads = (g[S.BLOCK_X] * g[S.BLOCK_Y] * g[S.BLOCK_Z]).to_numpy()
+    has_params = (blocks > 0) & (threads > 0)
+    thr = np.where(has_params, threads, 1)
+    # ROCm traces record no registers (-1): no register limit, as the CUDA rules read 0
+    regs, smem = np.maximum(g[S.REGISTERS].to_numpy(), 0), g[S.SHARED_MEM].to_numpy()
+    bps_o = np.maximum(_blocks_per_sm(thr, regs, smem, origin), 1)
+    bps_t = np.maximum(_blocks_per_sm(thr, regs, _fit_smem(smem, target), target), 1)
+    # without launch parameters assume a kernel that fills many waves (NO_PARAMS_REASON)
+    blocks = np.where(has_params, blocks, MANY_WAVES_GRID)
+    w_o = occupancy.waves(blocks, bps_o, origin.sms)
+    w_t = occupancy.waves(blocks, bps_t, target.sms)
+    eff_o, eff_t = crossarch.dram_efficiencies(origin, target)
+    bw_o = wave.achievable_bandwidth_gbs(origin.sms, origin.boost_clock_mhz, origin.memory_bandwidth_gbs,
+                                         np.minimum(w_o, 1.0), eff_o)
+    bw_t = wave.achievable_bandwidth_gbs(target.sms, target.boost_clock_mhz, target.memory_bandwidth_gbs,
+                                         np.minimum(w_t, 1.0), eff_t)
+    flops, nbytes, pipe = costs(trace)
+    peak_o = np.array([origin.pipe_peak_tflops(p) for p in pipe])
+    peak_t = np.array([target.pipe_peak_tflops(p) for p in pipe])
+    pipe_t = np.array([p if p == "fp32" else target.tensor_pipe(p) for p in pipe], dtype=object)
+    width = np.array([ELEMENT_BYTES.get(q, 4.0) / ELEMENT_BYTES.get(p, 4.0) for p, q in zip(pipe, pipe_t)])
+    rate_ratio = (peak_o / origin.sms) / (peak_t / target.sms)
+    gamma = _gamma(g, nbytes, bw_o)
+    # lower bound on the target for the op's share of work: FLOPs at peak, bytes at DRAM bandwidth
+    share = time_share_in_op(g)
+    floor_t = share * wave.roofline_ns(flops, nbytes * width, peak_t, target.memory_bandwidth_gbs)
+    floor_o = share * wave.roofline_ns(flops, nbytes, peak_o, origin.memory_bandwidth_gbs)
+    # where the origin ran faster than its own roofline estimate, the estimate is off (wrong shapes or
+    # dtype): no bound then
+    t_o = g[S.DUR].to_numpy().astype(np.float64)
+    floor = np.where(t_o >= floor_o, floor_t, np.nan)
+    # share of the origin time the op's FLOPs needed at the pipe's peak, for GEMM kernels only: a GEMM op
+    # is its GEMM kernel(s), while conv and attention ops split their FLOPs over helper kernels (cuDNN
+    # wgrad reductions, layout transforms, softmax statistics) whose time share says nothing of FLOPs
+    gemm = (g[S.KCLASS] == K.GEMM).to_numpy()
+    # (unknown FLOPs stay NaN: wave.combine reads NaN as 0 and clips to [0, 1])
+    flop_share = np.where(gemm, share * flops / (peak_o * 1e3) / np.maximum(t_o, 1.0), 0.0)
+    # more FLOPs than the pipe could issue in the measured time: the op's shapes do not describe this kernel
+    # (a wrong op link or dtype), so neither its FLOPs nor its bytes say anything; class defaults instead.
+    # Otherwise the round trip is lopsided: u clipped to 1 hides the DRAM term one way (F_m < 1), the
+    # bytes' γ wins the max the other way (F_m > 1). Never the case on the shared or collected traces.
+    off = flop_share > 1.0
+    flop_share = np.where(off, 0.0, flop_share)
+    gamma = np.where(off, LIBRARY_GAMMA_WITHOUT_SHAPES, gamma)
+    f_mem, f_comp = scale_factors(g, w_o, w_t, bw_o, bw_t, rate_ratio, width)
+    return KernelFacts(has_params=has_params, pipe=np.array(pipe, dtype=object), waves_origin=w_o, waves_target=w_t,
+                       bw_origin=bw_o, bw_target=bw_t, rate_ratio=rate_ratio, gamma=gamma, flop_share=flop_share,
+                       roofline_floor_ns=floor, f_mem=f_mem, f_comp=f_comp, pipe_target=pipe_t, width=width,
+                       flops=share * flops, nbytes=share * nbytes)
+
+
+def blocks_per_sm_on(threads: np.ndarray, regs: np.ndarray, smem: np.ndarray, spec: GpuSpec) -> np.ndarray:
+    """Resident blocks per SM (CU) on ``spec``: CUDA's occupancy rules, or CDNA's for an AMD GPU."""
+    return _blocks_per_sm(threads, regs, smem, spec)
+
+
+def _blocks_per_sm(threads: np.ndarray, regs: np.ndarray, smem: np.ndarray, spec: GpuSpec) -> np.ndarray:
+    if spec.vendor == "amd":
+        return occupancy.cdna_blocks_per_cu(threads, regs, smem, spec.occupancy)
+    return occupancy.blocks_per_sm(threads, regs, smem, spec.occupancy)
+
+
+def _fit_smem(smem: np.ndarray, target: GpuSpec) -> np.ndarray:
+    # a kernel compiled for a bigger SM is rebuilt with tiles that fit the target's opt-in limit
+    return np.minimum(smem, target.occupancy.shared_mem_per_block_optin_bytes)
+
+
+def costs(trace: Tables) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Per GPU event: its op's FLOPs and bytes (NaN unknown) and the pipe (tensor dtype or fp32)."""
+    g, ops = trace.gpu, trace.ops
+    op = g[S.OP].to_numpy()
+    cache: dict[int, tuple[float, float, str]] = {}
+    # columns as arrays once: a DataFrame lookup per op cost 30 µs each on a 1M-event trace
+    names, dims, types = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy(), ops[S.INPUT_TYPES].to_numpy()
+    concrete = ops[S.CONCRETE_INPUTS].to_numpy() if S.CONCRETE_INPUTS in ops else None
+    for o in np.unique(op[op >= 0]).tolist():
+        cache[o] = op_cost(str(names[o]), dims[o], types[o], concrete[o] if concrete is not None else None)
+    unknown = (np.nan, np.nan, "fp32")
+    costs = [cache.get(o, unknown) for o in op.tolist()]
+    flops = np.array([c[0] for c in costs], dtype=np.float64)
+    nbytes = np.array([c[1] for c in costs], dtype=np.float64)
+    pipes = []
+    library = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES)
+    for (_, _, dtype), name, lib in zip(costs, g[S.NAME].tolist(), library.tolist()):
+        if not lib:
+            pipes.append("fp32")
+            continue
+        pipes.append(tensor_dtype_from_kernel(name, dtype) or "fp32")
+    return flops, nbytes, pipes
+
+
+def _gamma(g: pd.DataFrame, nbytes: np.ndarray, bw_origin: np.ndarray) -> np.ndarray:
+    """Share of a kernel's origin time the DRAM was busy: its share of the op's bytes over what the
+    achievable bandwidth moves in that time (the 'achieved throughput against the roofline').
+    A streaming kernel that reaches only half the bandwidth is half latency/issue-bound, and that
+    half scales with the SM side, not with bandwidth. Class defaults where the shapes are unknown."""
+    share = time_share_in_op(g, library_only=False)
+    t = np.maximum(g[S.DUR].to_numpy(), 1).astype(np.float64)
+    used = share * nbytes / (t * bw_origin)  # bytes / (ns * GB/s) = bytes / (ns * B/ns)
+    kclass = g[S.KCLASS].to_numpy()
+    library = np.isin(kclass, K.LIBRARY_CLASSES)
+    default = np.where(library, LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_GAMMA_WITHOUT_SHAPES)
+    # a helper kernel of a library op (layout transform, bias, cast) moves tensors the op's byte
+    # count does not see (the library kernel re-reads them): it takes the streaming default
+    op_cls = pd.Series(library).groupby(g[S.OP].to_numpy()).transform("any").to_numpy()
+    helper = op_cls & ~library & (g[S.OP].to_numpy() >= 0)
+    used = np.where(helper, np.nan, used)
+    # more bytes than the DRAM could move in the measured time: the surplus hit in L2, so at most
+    # 1/used of the traffic (and of the time) can have been DRAM-bound
+    dram_share = np.where(used > 1.0, 1.0 / np.maximum(used, 1e-9), used)
+    return np.where(np.isfinite(used), np.clip(dram_share, 0.0, 1.0), default)
+
+
+def time_share_in_op(g: pd.DataFrame, library_only: bool = True) -> np.ndarray:
+    """Fraction of its op's (library-)kernel time each kernel took on the origin (splits the op's cost)."""
+    lib = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES) | (not library_only)
+    dur = np.where(lib, g[S.DUR].to_numpy(), 0).astype(np.float64)
+    key = g[S.OP].to_numpy()
+    total = pd.Series(dur).groupby(key).transform("sum").to_numpy()
+    return np.where(total > 0, dur / np.maximum(total, 1), 0.0)

@@ -1,0 +1,111 @@
+"""What a GPU sustains: the per-pipe rates, bandwidth and clock the cross-architecture law (scale/crossarch.py) reads.
+
+Contract: ``rates(spec) -> Rates``, pure. Each figure is the catalog's sourced sustained value (specs/gpus.toml,
+issue 25: public torch matmul and copy benchmarks, datasheets, our measurements) where it has one, else a fallback
+rule below, and ``Rates.fallbacks`` names every figure a rule supplied, so a prediction can say what it rests on.
+
+Why sustained rates and not datasheet peaks: large GEMMs reach 0.43 (A10, 150 W) to 1.13 (RTX 5090, boosting past
+its rated clock) of the datasheet tensor peak, streaming copies 0.70-0.90 of the datasheet bandwidth. A law that
+takes peak ratios assumes every GPU reaches the same fraction of its peak; across generations they do not.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from habitat_trace.scale.gpu import GpuSpec
+
+TENSOR_DTYPES = ("fp16", "bf16", "tf32", "fp8")
+# Fallbacks: the median sustained / datasheet ratio over the NVIDIA catalog GPUs with a sourced figure (2026-11-25;
+# tests/test_rates.py recomputes each from the catalog, so a catalog change that moves a median fails it). GeForce
+# cards hold clocks above their rated boost (sourced tensor ratios 0.97-1.17 over the RTX 3090, 4090, 5090), so they
+# get their own tensor median; every other card (data-center, workstation) the other one.
+TENSOR_SUSTAINED_FRACTION = 0.77  # fp16/bf16/tf32/fp8, non-GeForce: median 0.774 over 61 sourced (GPU, dtype) pairs
+GEFORCE_TENSOR_SUSTAINED_FRACTION = 1.07  # median 1.067 over the 8 sourced GeForce (GPU, dtype) pairs
+FP32_GEMM_SUSTAINED_FRACTION = 0.72  # CUDA-core SGEMM: median 0.722 over 27 sourced GPUs
+DRAM_EFFICIENCY = 0.82  # achievable copy bandwidth / datasheet: median 0.815 over 15 sourced GPUs
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Sustained figures of one GPU (TFLOP/s, GB/s, MHz) and the names of those a fallback rule supplied."""
+
+    tensor_tflops: Mapping[str, float]  # per tensor dtype the GPU has (dense, the accumulate torch uses)
+    simt_tflops: float  # CUDA-core FP32 GEMM
+    dram_gbs: float  # achievable DRAM bandwidth of a streaming kernel
+    clock_mhz: float  # SM clock under sustained load
+    sms: int
+    l2_bytes: float
+    fallbacks: tuple[str, ...] = ()
+
+    def pipe_tflops(self, pipe: str) -> float:
+        """The sustained rate of a pipe: a tensor dtype, else the CUDA cores ("fp32", and AMD's "matrix-fp32")."""
+        return self.tensor_tflops.get(pipe, self.simt_tflops)
+
+    @property
+    def sm_ghz(self) -> float:
+        """SMs x sustained clock (GHz): what latency- and issue-bound work scales with."""
+        return self.sms * self.clock_mhz * 1e-3
+
+
+def is_geforce(spec: GpuSpec) -> bool:
+    return "consumer" in str(spec.extra.get("form_factor", "")) or str(spec.extra.get("full_name", "")).startswith(
+        "GeForce")
+
+
+def rates(spec: GpuSpec) -> Rates:
+    """The catalog's sustained figures of ``spec``, each missing one from the fallback rules above."""
+    e, missing = spec.extra, []
+    tensor = {}
+    for dtype in TENSOR_DTYPES:
+        if dtype not in spec.tensor_tflops:
+            continue
+        value = _number(e.get(f"tensor_sustained_tflops_{dtype}"))
+        if value is None:
+            value = _sibling_dtype(spec, dtype)
+        if value is None:
+            missing.append(f"tensor_sustained_tflops_{dtype}")
+            frac = GEFORCE_TENSOR_SUSTAINED_FRACTION if is_geforce(spec) else TENSOR_SUSTAINED_FRACTION
+            value = frac * spec.tensor_tflops[dtype]
+        tensor[dtype] = value
+    if "fp32" in spec.tensor_tflops:  # AMD's FP32 matrix cores ("matrix-fp32"): no sustained figure is catalogued
+        tensor["matrix-fp32"] = TENSOR_SUSTAINED_FRACTION * spec.tensor_tflops["fp32"]
+    simt = _number(e.get("fp32_gemm_sustained_tflops"))
+    if simt is None:
+        missing.append("fp32_gemm_sustained_tflops")
+        simt = FP32_GEMM_SUSTAINED_FRACTION * spec.fp32_tflops
+    return Rates(tensor, simt, _dram_gbs(spec, missing), _clock_mhz(spec, missing), spec.sms,
+                 spec.l2_cache_mib * 2**20, tuple(missing))
+
+
+def _sibling_dtype(spec: GpuSpec, dtype: str) -> float | None:
+    """A missing fp16 (bf16) figure from the sourced bf16 (fp16) one of the same GPU: the two share the tensor pipe
+    at the same datasheet peak on every NVIDIA part since Ampere, so the measured ratio carries over."""
+    other = {"fp16": "bf16", "bf16": "fp16"}.get(dtype, "")
+    value = _number(spec.extra.get(f"tensor_sustained_tflops_{other}"))
+    if value is None or other not in spec.tensor_tflops:
+        return None
+    return value * spec.tensor_tflops[dtype] / spec.tensor_tflops[other]
+
+
+def _dram_gbs(spec: GpuSpec, missing: list[str]) -> float:
+    measured = _number(spec.extra.get("memory_bandwidth_achievable_gbs"))
+    if measured is not None:
+        return measured
+    efficiency = _number(spec.extra.get("dram_efficiency"))
+    if efficiency is None:
+        missing.append("memory_bandwidth_achievable_gbs")
+        efficiency = DRAM_EFFICIENCY
+    return efficiency * spec.memory_bandwidth_gbs
+
+
+def _clock_mhz(spec: GpuSpec, missing: list[str]) -> float:
+    measured = _number(spec.extra.get("sm_clock_sustained_mhz"))
+    if measured is None:
+        missing.append("sm_clock_sustained_mhz")
+        return spec.boost_clock_mhz
+    return measured
+
+
+def _number(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
