@@ -1,22 +1,24 @@
-"""Across GPU generations: scale the 18 H100 traces of NeuSight's end-to-end workloads to other GPUs and compare the
-per-step GPU busy time with NeuSight's published latency (issue 17).
+"""Across GPU generations: scale our H100 (and H200) traces of NeuSight's 18 end-to-end workloads to other GPUs and
+compare the per-step GPU busy time with NeuSight's published latency (issues 17 and 25).
 
-    python benchmarks/neusight_e2e.py [--shared ../shared] [--out benchmarks/results] [--heldout]
+    python benchmarks/neusight_e2e.py [--shared ../shared] [--h200 DIR] [--out benchmarks/results] [--heldout]
 
 Drift-free error (shared/data/neusight-e2e/README.md): the prediction is scaled by label_H100 / our measured H100
 (`h100_measured.jsonl`, NeuSight's method on our host), which removes the software-version difference between
-their recording and ours:  error = busy_pred · label_H100 / ours_H100 / label_target − 1.
-Dev GPUs (labels_dev.csv): V100 PCIe 32GB, T4, P100 PCIe 16GB, P4 (MI100 is AMD: another issue). Beside each
-cell, NeuSight's own published error (neusight_published_error_dev.csv).
+their recording and ours:  error = busy_pred · label_H100 / ours_H100 / label_target − 1. The H200 traces
+(benchmarks/collect/collect_neusight.py, same software as our H100 ones) take the same correction: it is a property
+of the software, not of the GPU that recorded the trace.
+Dev GPUs (labels_dev.csv): V100 PCIe 32GB, T4, P100 PCIe 16GB, P4 (MI100 is AMD: benchmarks/neusight_amd.py). Beside
+each cell, NeuSight's own published error (neusight_published_error_dev.csv).
 
 ``--heldout`` prints the predictions (ms, drift-corrected to NeuSight's H100 software) for the A100 80GB PCIe,
-A100 PCIe 40GB and L4 and writes neusight_e2e_heldout.csv. Their labels are a held-out re-measurement: this
-script never reads them, and nothing in the model was fitted or chosen by them.
+A100 PCIe 40GB and L4 from each origin, and how far the two origins' predictions are apart, and writes
+neusight_e2e_heldout.csv. Their labels are a held-out re-measurement: this script never reads them, and nothing in
+the model was fitted or chosen by them.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import json
 import sys
@@ -28,7 +30,6 @@ sys.path.insert(0, str(ROOT))
 
 from habitat_trace.timeline.steps import replayed_step_figures, step_figures  # noqa: E402
 from habitat_trace.ingest import load  # noqa: E402
-from habitat_trace.scale import crossarch  # noqa: E402
 from habitat_trace.scale.engine import predict  # noqa: E402
 from habitat_trace.scale.specs import load_catalog  # noqa: E402
 from habitat_trace.timeline.replay import replay  # noqa: E402
@@ -79,16 +80,6 @@ def published_for(published: dict, gpu: str, workload: str) -> float | None:
     return published.get((gpu, f"{model}-{mode}-{batch}"))
 
 
-@contextlib.contextmanager
-def crossarch_mode(mode: str):
-    """Run the engine with scale/crossarch's other mode (ratio vs direct) for the comparison the issue asks for."""
-    saved, crossarch.MODE = crossarch.MODE, mode
-    try:
-        yield
-    finally:
-        crossarch.MODE = saved
-
-
 def busy_ms(trace, target) -> tuple[float, float]:
     """(origin, predicted) mean per-step GPU busy time in ms."""
     origin = load_catalog().for_device(trace.device_name)
@@ -98,67 +89,79 @@ def busy_ms(trace, target) -> tuple[float, float]:
     return base, got
 
 
-def other_mode() -> str:
-    return crossarch.RATIO if crossarch.MODE == crossarch.DIRECT else crossarch.DIRECT
+def origins(shared: Path, h200: Path | None) -> list[tuple[str, Path]]:
+    """(origin GPU, folder of its 18 traces): our H100 set in ../shared, and the H200 set where it was recorded."""
+    out = [("H100", e2e_folder(shared))]
+    if h200 is not None and any(h200.glob("*.pt.trace.json.gz")):
+        out.append(("H200", h200))
+    return out
 
 
-def run(shared: Path, heldout: bool = False, only: tuple[str, ...] = ()) -> tuple[list[dict], list[dict]]:
+def run(shared: Path, heldout: bool = False, only: tuple[str, ...] = (), h200: Path | None = None
+        ) -> tuple[list[dict], list[dict]]:
     folder = e2e_folder(shared)
     labels, ours, published = read_labels(folder), read_ours(folder), read_published(folder)
     catalog = load_catalog()
     rows, held = [], []
-    for path in sorted(folder.glob("*.pt.trace.json.gz")):
-        workload = path.name.removesuffix(".pt.trace.json.gz")
-        if only and workload not in only:
-            continue
-        trace = load(path)
-        drift = labels[(H100_LABEL, workload)] / ours[workload]
-        for label_gpu, name in DEV_GPUS.items():
-            if (label_gpu, workload) not in labels:
+    for origin, traces in origins(shared, h200):
+        for path in sorted(traces.glob("*.pt.trace.json.gz")):
+            workload = path.name.removesuffix(".pt.trace.json.gz")
+            if only and workload not in only:
                 continue
-            base, got = busy_ms(trace, catalog.resolve(name))
-            with crossarch_mode(other_mode()):
-                _, got_other = busy_ms(trace, catalog.resolve(name))
-            want = labels[(label_gpu, workload)]
-            rows.append({"gpu": name, "workload": workload, "label_ms": want, "predicted_ms": got * drift,
-                         "h100_busy_ms": base, "h100_ours_ms": ours[workload],
-                         "h100_label_ms": labels[(H100_LABEL, workload)],
-                         "error_pct": 100 * (got * drift / want - 1),
-                         f"error_pct_{other_mode()}": 100 * (got_other * drift / want - 1),
-                         "neusight_error_pct": published_for(published, label_gpu, workload)})
-        if heldout:
-            for label_gpu, name in HELDOUT_GPUS.items():
+            trace = load(path)
+            drift = labels[(H100_LABEL, workload)] / ours[workload]
+            for label_gpu, name in DEV_GPUS.items():
+                if (label_gpu, workload) not in labels:
+                    continue
                 base, got = busy_ms(trace, catalog.resolve(name))
-                held.append({"gpu": name, "workload": workload, "predicted_ms": got * drift,
-                             "predicted_busy_ms": got, "h100_busy_ms": base})
+                want = labels[(label_gpu, workload)]
+                rows.append({"origin": origin, "gpu": name, "workload": workload, "label_ms": want,
+                             "predicted_ms": got * drift, "origin_busy_ms": base,
+                             "error_pct": 100 * (got * drift / want - 1),
+                             "neusight_error_pct": published_for(published, label_gpu, workload)})
+            if heldout:
+                for name in HELDOUT_GPUS.values():
+                    base, got = busy_ms(trace, catalog.resolve(name))
+                    held.append({"origin": origin, "gpu": name, "workload": workload, "predicted_ms": got * drift,
+                                 "predicted_busy_ms": got, "origin_busy_ms": base})
     return rows, held
 
 
 def summary(rows: list[dict]) -> str:
-    alt = other_mode()
-    out = [f"| GPU | cells | mean abs error (ours, {crossarch.MODE}) | worst | {alt} mode | NeuSight published (same cells) |",
-           "|---|---:|---:|---:|---:|---:|"]
-    for gpu in [*DEV_GPUS.values(), "all"]:
-        sel = [r for r in rows if gpu in ("all", r["gpu"])]
-        if not sel:
-            continue
-        e = [abs(r["error_pct"]) for r in sel]
-        ea = [abs(r[f"error_pct_{alt}"]) for r in sel]
-        ns = [r["neusight_error_pct"] for r in sel if r["neusight_error_pct"] is not None]
-        ns_txt = f"{sum(ns) / len(ns):.1f}% ({len(ns)} cells)" if ns else "n/a"
-        out.append(f"| {gpu} | {len(sel)} | {sum(e) / len(e):.1f}% | {max(e):.1f}% | {sum(ea) / len(ea):.1f}% | {ns_txt} |")
+    out = ["| origin | GPU | cells | mean abs error | bias | worst | NeuSight published (same cells) |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    for origin in dict.fromkeys(r["origin"] for r in rows):
+        for gpu in [*DEV_GPUS.values(), "all"]:
+            sel = [r for r in rows if r["origin"] == origin and gpu in ("all", r["gpu"])]
+            if not sel:
+                continue
+            e = [r["error_pct"] for r in sel]
+            ns = [r["neusight_error_pct"] for r in sel if r["neusight_error_pct"] is not None]
+            ns_txt = f"{sum(ns) / len(ns):.1f}% ({len(ns)} cells)" if ns else "n/a"
+            out.append(f"| {origin} | {gpu} | {len(sel)} | {sum(map(abs, e)) / len(e):.1f}% | "
+                       f"{sum(e) / len(e):+.1f}% | {max(map(abs, e)):.1f}% | {ns_txt} |")
     return "\n".join(out) + "\n"
 
 
 def markdown(rows: list[dict]) -> str:
-    alt = other_mode()
-    out = [summary(rows), f"| GPU | workload | label ms | predicted ms (drift-free) | error | {alt} mode | NeuSight error |",
-           "|---|---|---:|---:|---:|---:|---:|"]
+    out = [summary(rows), "| origin | GPU | workload | label ms | predicted ms (drift-free) | error | NeuSight error |",
+           "|---|---|---|---:|---:|---:|---:|"]
     for r in rows:
         ns = "" if r["neusight_error_pct"] is None else f"{r['neusight_error_pct']:.1f}%"
-        out.append(f"| {r['gpu']} | {r['workload']} | {r['label_ms']:.1f} | {r['predicted_ms']:.1f} | "
-                   f"{r['error_pct']:+.1f}% | {r[f'error_pct_{alt}']:+.1f}% | {ns} |")
+        out.append(f"| {r['origin']} | {r['gpu']} | {r['workload']} | {r['label_ms']:.1f} | {r['predicted_ms']:.1f} | "
+                   f"{r['error_pct']:+.1f}% | {ns} |")
     return "\n".join(out) + "\n"
+
+
+def origin_spread(held: list[dict]) -> str:
+    """How far the H200-origin predictions of the held-out GPUs are from the H100-origin ones (no labels read)."""
+    by = {(r["gpu"], r["workload"]): r["predicted_ms"] for r in held if r["origin"] == "H100"}
+    d = [abs(r["predicted_ms"] / by[(r["gpu"], r["workload"])] - 1) for r in held
+         if r["origin"] == "H200" and (r["gpu"], r["workload"]) in by]
+    if not d:
+        return ""
+    return (f"\nOrigin invariance on the held-out GPUs (predictions only): H200-origin vs H100-origin predictions "
+            f"differ by {100 * sum(d) / len(d):.2f}% on average, {100 * max(d):.2f}% at most ({len(d)} cells).\n")
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
@@ -171,20 +174,23 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    ap.add_argument("--h200", type=Path, default=None,
+                    help="folder of H200 traces of the same workloads (benchmarks/collect/collect_neusight.py)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--heldout", action="store_true", help="also predict the held-out GPUs (labels never read)")
     ap.add_argument("--only", nargs="*", default=(), help="workloads to run (default: all 18)")
     ap.add_argument("--no-write", action="store_true", help="print only")
     a = ap.parse_args()
     t0 = time.time()
-    rows, held = run(a.shared, a.heldout, tuple(a.only))
+    rows, held = run(a.shared, a.heldout, tuple(a.only), a.h200)
     md = markdown(rows)
     if held:
         md += ("\nHeld-out GPUs: predictions only (their labels are a re-measurement by others; never read here).\n\n"
                "| held-out GPU | workload | predicted ms (drift-corrected) | predicted busy ms (our software) |\n"
                "|---|---|---:|---:|\n")
         md += "".join(f"| {r['gpu']} | {r['workload']} | {r['predicted_ms']:.1f} | {r['predicted_busy_ms']:.1f} |\n"
-                      for r in held)
+                      for r in held if r["origin"] == "H100")
+        md += origin_spread(held)
     print(md)
     print(f"({time.time() - t0:.0f} s)")
     if not a.no_write and not a.only:
