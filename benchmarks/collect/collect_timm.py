@@ -7,7 +7,7 @@ the same steps and timing, plus options for the output folder, the batch size (t
 a time budget. Per model: the un-profiled step time as benchmark.py times it (perf_counter, synchronize at each
 step's end, mean over 20 steps after 8 warm-up steps), then a torch.profiler trace (record_shapes, 2 active steps).
 
-    python3 benchmarks/collect/collect_timm.py benchmarks/collect/timm_dev_models.txt --out DIR [--batch 2048]
+    python3 benchmarks/collect/collect_timm.py benchmarks/collect/timm_dev_models.txt --out DIR [--batch 2048] [--reparam]
 
 Writes DIR/<model>@<img>.pt.trace.json.gz and DIR/measured.csv (same columns as the shared h100/measured.csv).
 """
@@ -18,8 +18,11 @@ import timm
 from torch.profiler import ProfilerActivity, profile, schedule
 
 
-def record(name: str, img: int, bs: int, out: str) -> dict:
+def record(name: str, img: int, bs: int, out: str, reparam: bool = False) -> dict:
     model = timm.create_model(name, pretrained=False).to("cuda").eval()
+    if reparam:  # timm benchmark.py --reparam: fuse re-parameterizable branches (MobileOne, FastViT, RepGhost, ...)
+        from timm.utils.model import reparameterize_model
+        model = reparameterize_model(model)
     x = torch.randn(bs, 3, img, img, device="cuda")
 
     def step():
@@ -57,6 +60,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=0, help="override the list's batch size (0: keep it)")
     ap.add_argument("--only", default="", help="comma-separated model names")
     ap.add_argument("--budget-s", type=float, default=540, help="skip what would start after this many seconds")
+    ap.add_argument("--reparam", action="store_true", help="as timm benchmark.py --reparam")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     models = [line.split() for line in open(a.models) if line.strip()]
@@ -70,7 +74,7 @@ def main() -> None:
             continue
         t = time.time()
         try:
-            rows.append(record(name, int(img), a.batch or int(bs), a.out))
+            rows.append(record(name, int(img), a.batch or int(bs), a.out, a.reparam))
             print(name, img, rows[-1]["batch"], rows[-1]["mean_ms"], f"{time.time() - t:.1f}s", flush=True)
         except Exception as e:  # a model that does not build or run on this GPU is reported and skipped
             print("FAIL", name, repr(e)[:300], flush=True)

@@ -176,6 +176,19 @@ def _io_bytes(name: str, dims: tuple, types: tuple) -> float:
     return float(sum(sizes) + out)
 
 
+def in_place_write_bytes(name: str, dims: Any, types: Any) -> float:
+    """Bytes an in-place op (relu_, add_, hardswish_) writes back into its self argument, which ``op_cost``'s bytes
+    leave out (they count its inputs once: the convention the same-chip law's γ was validated with, README "How
+    accurate"); 0 for other ops, NaN where the shapes are unknown. The cross-chip law adds it: an in-place op's DRAM
+    traffic is its self tensor read and written."""
+    if not name.endswith("_"):
+        return 0.0
+    dims, types = _list(dims), _list(types)
+    if not dims or not types or not _is_shape(_freeze(dims[0])):
+        return math.nan
+    return float(_numel(_freeze(dims[0])) * DTYPE_BYTES.get(str(types[0]), 0))
+
+
 def _gemm_operands(name: str, dims: tuple) -> Optional[tuple[tuple, tuple]]:
     """The two matrix operands: after the bias of addmm/baddbmm/addbmm, before an ``out=`` tensor."""
     shapes = [d for d in dims if _is_shape(d)]

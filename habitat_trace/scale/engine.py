@@ -21,7 +21,7 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import KernelTables as Tables
 from habitat_trace.scale import collective, crossarch, learned, vendor, wave
 from habitat_trace.scale.facts import (LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_GAMMA_WITHOUT_SHAPES, ELEMENT_BYTES,
-                                       costs, gemm_kernel_shapes, kernel_facts, name_matches,
+                                       costs, gemm_kernel_shapes, in_place_bytes, kernel_facts, name_matches,
                                        time_share_in_op)
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
@@ -193,6 +193,7 @@ def cross_chip_work(trace: Tables, facts: KernelFacts) -> crossarch.Work:
     op = g[S.OP].to_numpy()
     helper = ~library & pd.Series(library).groupby(op).transform("any").to_numpy() & (op >= 0)
     _, op_bytes, _ = costs(trace)
+    op_bytes = op_bytes + in_place_bytes(trace)  # an in-place op writes its self tensor back
     nbytes = np.where(library, facts.nbytes, time_share_in_op(g, library_only=False) * op_bytes)
     # a helper kernel of a library op is mostly a layout transform (cuDNN's nchwToNhwc/nhwcToNchw around an NHWC
     # kernel): it reads and writes the op's activations once, 2 x the op's bytes over its helpers by time share

@@ -12,7 +12,7 @@ from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import KernelTables as Tables
 from habitat_trace.scale import crossarch, occupancy, wave
-from habitat_trace.scale.cost import gemm_dims, op_cost, tensor_dtype_from_kernel
+from habitat_trace.scale.cost import gemm_dims, in_place_write_bytes, op_cost, tensor_dtype_from_kernel
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import KernelFacts
 
@@ -166,6 +166,16 @@ def costs(trace: Tables) -> tuple[np.ndarray, np.ndarray, list[str]]:
             continue
         pipes.append(tensor_dtype_from_kernel(name, dtype) or "fp32")
     return flops, nbytes, pipes
+
+
+def in_place_bytes(trace: Tables) -> np.ndarray:
+    """Per GPU event: the bytes its op writes back in place (cost.in_place_write_bytes; 0 for other ops and events
+    without an op)."""
+    g, ops = trace.gpu, trace.ops
+    op = g[S.OP].to_numpy()
+    names, dims, types = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy(), ops[S.INPUT_TYPES].to_numpy()
+    per_op = {o: in_place_write_bytes(str(names[o]), dims[o], types[o]) for o in np.unique(op[op >= 0]).tolist()}
+    return np.array([per_op.get(o, 0.0) for o in op.tolist()], dtype=np.float64)
 
 
 def _gamma(g: pd.DataFrame, nbytes: np.ndarray, bw_origin: np.ndarray) -> np.ndarray:
