@@ -178,13 +178,16 @@ def _iteration_cells(key: str, same_host: bool, launch_bound: bool = False,
     return cells
 
 
-def _neusight_cells(path: str, gpus: tuple[str, ...] | None) -> Callable[[], tuple[str, str, str, str]]:
+def _neusight_cells(path: str, gpus: tuple[str, ...] | None, origin: str | None = None
+                    ) -> Callable[[], tuple[str, str, str, str]]:
     """Drift-free step GPU time across architectures (benchmarks/neusight_e2e.py, neusight_amd.py) beside
-    NeuSight's published error on the same cells where it exists."""
+    NeuSight's published error on the same cells where it exists; ``origin``: the rows of one origin GPU's traces."""
     def cells() -> tuple[str, str, str, str]:
         rows = list(csv.DictReader((RESULTS / path).open()))
         if gpus is not None:
             rows = [r for r in rows if r["gpu"] in gpus]
+        if origin is not None:
+            rows = [r for r in rows if r.get("origin") == origin]
         err = [float(r["error_pct"]) for r in rows]
         theirs = [float(r["neusight_error_pct"]) for r in rows if r.get("neusight_error_pct")]
         base = f"{_mean_abs(theirs):.1f}% (NeuSight)" if theirs else "5.7-33% (NeuSight, its AMD GPUs)"
@@ -197,6 +200,43 @@ def _logo_cells() -> tuple[str, str, str, str]:
     mlp, wave = rows[("all", "mlp")], rows[("all", "wave")]
     return (f"{int(mlp['n']):,} predictions", f"{100 * float(mlp['median']):.1f}% (median)",
             f"{100 * float(mlp['p90']):.1f}% (p90)", f"{100 * float(wave['median']):.1f}% (wave law)")
+
+
+def _timm_rows(origin: str, same_program: bool = True) -> list[dict]:
+    """benchmarks/results/timm_published.csv (benchmarks/crossarch/timm_published.py): one row per (origin set, model,
+    GPU); ``same_program`` drops the rows of the torch 2.9.1 tables measured on re-parameterized models."""
+    rows = [r for r in csv.DictReader((RESULTS / "timm_published.csv").open()) if r["origin"] == origin]
+    return [r for r in rows if not (same_program and r["other_program"] == "True")]
+
+
+def _timm_cells(origin: str) -> Callable[[], tuple[str, str, str, str]]:
+    """compare's iteration time against timm's published step, per GPU, beside the wave law it replaced."""
+    def cells() -> tuple[str, str, str, str]:
+        rows = _timm_rows(origin)
+        short = {g: g.replace("RTX PRO 6000 Blackwell ", "").replace("RTX ", "") for g in {r["gpu"] for r in rows}}
+        per = {short[g]: _mean_abs([100 * float(r["error"]) for r in rows if r["gpu"] == g]) for g in sorted(short)}
+        err = [100 * float(r["error"]) for r in rows]
+        old = [100 * float(r["wave_law_error"]) for r in rows]
+        each = ", ".join(f"{g} {v:.1f}" for g, v in per.items()) if len(per) > 1 else ""
+        return (f"{len(rows)} (model, GPU)", f"{_mean_abs(err):.1f}%" + (f" ({each})" if each else ""),
+                f"{max(map(abs, err)):.1f}%", f"{_mean_abs(old):.1f}% (wave law)")
+    return cells
+
+
+def _invariance_cells() -> tuple[str, str, str, str]:
+    a = {(r["model"], r["gpu"]): float(r["predicted_ms"]) for r in _timm_rows("H100", False)}
+    d = [100 * abs(float(r["predicted_ms"]) / a[(r["model"], r["gpu"])] - 1) for r in _timm_rows("H200", False)
+         if (r["model"], r["gpu"]) in a]
+    within = sum(v <= 5 for v in d) / len(d)
+    return f"{len(d)} (model, GPU)", f"{_mean_abs(d):.1f}%", f"{max(d):.1f}%", f"{100 * within:.0f}% within 5%"
+
+
+def timm_section() -> str:
+    """docs/accuracy.md's timm tables: benchmarks/results/timm_published.md from its first table to the P sweep, its
+    headings one level down."""
+    text = (RESULTS / "timm_published.md").read_text()
+    body = text[text.index("## Per origin"):text.index("## Choosing P")]
+    return body.replace("## ", "#### ")
 
 
 ACC = "docs/accuracy.md"
@@ -230,8 +270,23 @@ ACCURACY_ROWS = [
     AccuracyRow("held out: iteration time, any pair, target host's speed given, plain trace", "H100 SXM, H200",
                 _iteration_cells("host_matched_iteration_error_pct", False, source=lambda: heldout_rows("heldout-plain")),
                 f"[held out]({ACC}#held-out-re-measurement)"),
+    AccuracyRow("iteration time across generations, fp16 AMP inference (timm's dev models, batch 1024; rows measured "
+                "on re-parameterized models left out), from an H100 trace", "RTX 3090, 4090, 5090 (timm's published "
+                "tables)", _timm_cells("H100"),
+                f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),
+    AccuracyRow("the same from an H200 trace", "RTX 3090, 4090, 5090 (published)", _timm_cells("H200"),
+                f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),
+    AccuracyRow("the same at batch 2048 from an H200 trace", "RTX PRO 6000 Blackwell Max-Q (published)",
+                _timm_cells("H200 (batch 2048)"),
+                f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),
+    AccuracyRow("origin invariance: one model from an H100 and from an H200 trace, difference of the predictions",
+                "RTX 3090, 4090, 5090", _invariance_cells,
+                f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),
     AccuracyRow("step GPU time from an H100, NeuSight's FP32 workloads", "V100, T4, P100, P4 (published)",
-                _neusight_cells("neusight_e2e.csv", ("V100 PCIe 32GB", "T4", "P100 PCIe 16GB", "P4")),
+                _neusight_cells("neusight_e2e.csv", ("V100 PCIe 32GB", "T4", "P100 PCIe 16GB", "P4"), "H100"),
+                f"[generations]({ACC}#across-gpu-generations-neusights-workloads)"),
+    AccuracyRow("the same from an H200 trace", "V100, T4, P100, P4 (published)",
+                _neusight_cells("neusight_e2e.csv", ("V100 PCIe 32GB", "T4", "P100 PCIe 16GB", "P4"), "H200"),
                 f"[generations]({ACC}#across-gpu-generations-neusights-workloads)"),
     AccuracyRow("step GPU time from an H100 to AMD, NeuSight's FP32 workloads", "MI100 (published)",
                 _neusight_cells("neusight_amd.csv", None), f"[AMD]({ACC}#amd)"),
@@ -262,6 +317,7 @@ SECTIONS: dict[str, Section] = {
     "accuracy-by-class": Section(lambda: _accuracy_module().by_class(accuracy_rows())),
     "accuracy-iteration": Section(lambda: _accuracy_module().iteration_summary(accuracy_rows())),
     "accuracy-heldout": Section(heldout_section),
+    "accuracy-timm": Section(timm_section),
 }
 
 

@@ -46,13 +46,13 @@ PUBLISHED_MS = {
 }
 # (kernel class that dominates the model, fixture, target, error bound the case was checked at, golden prediction ms)
 CASES = [
-    ("tensor-core convolutions, cuDNN layout transforms, BN", "h100", "resnet34", "RTX 4090", 0.05, 124.75),
+    ("tensor-core convolutions, cuDNN layout transforms, BN", "h100", "resnet34", "RTX 4090", 0.05, 124.63),
     ("tensor-core convolutions at batch 2048 on a 300 W card", "h200_b2048", "resnet34",
-     "RTX PRO 6000 Blackwell Max-Q", 0.15, 148.50),
-    ("depthwise convolutions (ATen's own kernels) and BN", "h100", "mobilenetv2_100", "RTX 3090", 0.05, 121.32),
-    ("GEMMs, flash attention, layer norm, GELU", "h100", "deit_small_patch16_224", "RTX 5090", 0.05, 95.17),
-    ("7x7 depthwise convolutions, layer norm, MLP GEMMs", "h200", "convnext_atto", "RTX 5090", 0.10, 66.43),
-    ("latency-bound small kernels (in-place hardswish)", "h100", "lcnet_100", "RTX 4090", 0.05, 39.67),
+     "RTX PRO 6000 Blackwell Max-Q", 0.15, 147.80),
+    ("depthwise convolutions (ATen's own kernels) and BN", "h100", "mobilenetv2_100", "RTX 3090", 0.05, 119.36),
+    ("GEMMs, flash attention, layer norm, GELU", "h100", "deit_small_patch16_224", "RTX 5090", 0.05, 94.98),
+    ("7x7 depthwise convolutions, layer norm, MLP GEMMs", "h200", "convnext_atto", "RTX 5090", 0.10, 66.12),
+    ("latency-bound small kernels (in-place hardswish)", "h100", "lcnet_100", "RTX 4090", 0.05, 39.61),
 ]
 
 
