@@ -74,36 +74,40 @@ def _predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
         issue = g[S.LAUNCH_ISSUE].to_numpy()
         bad = no_params & (issue != "")
         reason[bad] = issue[bad] + f" in the trace: launch parameters dropped, {NO_PARAMS_RULE}"
+    t_t = wave.combine(t_o, facts.gamma, facts.f_mem, facts.f_comp, facts.flop_share)
+    t_t, substituted = _finish(trace, origin, target, facts, t_t, facts.f_mem, method, reason)
+    dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
+    if origin.vendor == "amd":  # the occupancy rules ran without registers: say so where nothing else is said
+        reason[(g[S.REGISTERS].to_numpy() < 0) & (reason == "")] = vendor.ROCM_REASON
     is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
-    method[is_copy] = COPY
-    reason[is_copy] = ""  # copies and sets have no grid: the bandwidth rule below is theirs, not a fallback
+    warnings = (*_warnings(no_params, is_copy), *_precision_warnings(facts, substituted, t_o, origin, target),
+                *_shape_warnings(trace))
+    return Prediction(origin, target, dur, method, reason, warnings=warnings, facts=facts)
+
+
+def _finish(trace: Tables, origin: GpuSpec, target: GpuSpec, facts: KernelFacts, t_t: np.ndarray,
+            mem_ratio: np.ndarray | float, method: np.ndarray, reason: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What every same-vendor law shares, applied to its kernel times ``t_t`` (``method``/``reason`` in place):
+    copies and sets at the DRAM ratio ``mem_ratio`` (host copies cross PCIe/NVLink-C2C, which the catalog does not
+    model per direction: they keep their time); FP32 GEMMs between two GPUs the learned model covers take its ratio;
+    library kernels whose op cost is known are never faster than the target's roofline; a kernel run at a precision
+    the target substitutes says so. Returns the times and the substituted kernels."""
+    g = trace.gpu
+    t_o = g[S.DUR].to_numpy().astype(np.float64)
+    is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
+    host_copy = is_copy & name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
+    method[is_copy], reason[is_copy] = COPY, ""  # no grid: the bandwidth rule is theirs, not a fallback
     substituted = (facts.pipe_target != facts.pipe) & ~is_copy
     reason[substituted] = [r + "; " * bool(r) + _precision_reason(p, q, target) for r, p, q in
                            zip(reason[substituted], facts.pipe[substituted], facts.pipe_target[substituted])]
-
-    f_mem, f_comp = facts.f_mem, facts.f_comp
-    t_t = wave.combine(t_o, facts.gamma, f_mem, f_comp, facts.flop_share)
-    # copies: device-side ones move at the achievable DRAM bandwidth; host copies cross PCIe/NVLink-C2C,
-    # which the catalog does not model per direction, so they keep their time.
-    host_copy = is_copy & name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
-    t_t = np.where(is_copy, t_o * f_mem, t_t)
-    t_t = np.where(host_copy, t_o, t_t)
+    t_t = np.where(is_copy, np.where(host_copy, t_o, t_o * mem_ratio), t_t)
     reason[host_copy] = "host copy: link bandwidth not modelled, origin time kept"
-    # library-chosen FP32 GEMMs between two GPUs the learned model covers: its ratio instead of the wave law
     t_learned = _learned_gemm_ns(trace, origin, target, facts.pipe, t_o)
     use_learned = np.isfinite(t_learned) & ~is_copy
     t_t = np.where(use_learned, t_learned, t_t)
     method[use_learned] = LEARNED
-    # roofline floor for library kernels whose op cost is known: never faster than physics
-    floor = facts.roofline_floor_ns
-    bounded = library & np.isfinite(floor)
-    t_t = np.where(bounded, np.maximum(t_t, floor), t_t)
-    dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
-    if origin.vendor == "amd":  # the occupancy rules ran without registers: say so where nothing else is said
-        reason[(g[S.REGISTERS].to_numpy() < 0) & (reason == "")] = vendor.ROCM_REASON
-    warnings = (*_warnings(no_params, is_copy), *_precision_warnings(facts, substituted, t_o, origin, target),
-                *_shape_warnings(trace))
-    return Prediction(origin, target, dur, method, reason, warnings=warnings, facts=facts)
+    bounded = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES) & np.isfinite(facts.roofline_floor_ns)
+    return np.where(bounded, np.maximum(t_t, facts.roofline_floor_ns), t_t), substituted
 
 
 def _precision_reason(pipe: str, used: str, target: GpuSpec) -> str:
@@ -151,31 +155,16 @@ def _cross_chip(trace: Tables, origin: GpuSpec, target: GpuSpec, facts: KernelFa
     t_t, parts = crossarch.predict_ns(work, r_o, r_t)
     n = len(g)
     method, reason = np.full(n, SUSTAINED, dtype=object), np.full(n, "", dtype=object)
-    no_shapes = ~np.isfinite(work.nbytes)
-    reason[no_shapes] = NO_SHAPES_REASON
+    reason[~np.isfinite(work.nbytes)] = NO_SHAPES_REASON
     if S.LAUNCH_ISSUE in g.columns:  # recorded but out of range, dropped at ingest: say which value
         issue = g[S.LAUNCH_ISSUE].to_numpy()
         bad = issue != ""
         reason[bad] = issue[bad] + " in the trace: launch parameters dropped (this law does not read them)"
-    is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
-    host_copy = is_copy & name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
-    dram_o, dram_t = r_o.dram_gbs, r_t.dram_gbs
-    t_t = np.where(is_copy, np.where(host_copy, t_o, t_o * dram_o / dram_t), t_t)
-    method[is_copy], reason[is_copy] = COPY, ""
-    reason[host_copy] = "host copy: link bandwidth not modelled, origin time kept"
-    t_learned = _learned_gemm_ns(trace, origin, target, facts.pipe, t_o)
-    use_learned = np.isfinite(t_learned) & ~is_copy
-    t_t = np.where(use_learned, t_learned, t_t)
-    method[use_learned] = LEARNED
-    substituted = (facts.pipe_target != facts.pipe) & ~is_copy
-    reason[substituted] = [r + "; " * bool(r) + _precision_reason(p, q, target) for r, p, q in
-                           zip(reason[substituted], facts.pipe[substituted], facts.pipe_target[substituted])]
-    library = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES)
-    bounded = library & np.isfinite(facts.roofline_floor_ns)
-    t_t = np.where(bounded, np.maximum(t_t, facts.roofline_floor_ns), t_t)
+    mem_ratio = r_o.dram_gbs / r_t.dram_gbs
+    t_t, substituted = _finish(trace, origin, target, facts, t_t, mem_ratio, method, reason)
     dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
     shown = replace(facts, gamma=np.clip(parts.dram / np.maximum(t_o, 1.0), 0, 1),
-                    flop_share=np.clip(parts.compute / np.maximum(t_o, 1.0), 0, 1), f_mem=np.full(n, dram_o / dram_t),
+                    flop_share=np.clip(parts.compute / np.maximum(t_o, 1.0), 0, 1), f_mem=np.full(n, mem_ratio),
                     f_comp=np.full(n, r_o.sm_ghz / r_t.sm_ghz))
     warnings = (*_precision_warnings(facts, substituted, t_o, origin, target), *_shape_warnings(trace),
                 *_rate_warnings(origin, target))
