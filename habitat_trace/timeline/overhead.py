@@ -209,8 +209,8 @@ def _flat_across(starts: np.ndarray, tau: np.ndarray, cum: np.ndarray, seg: tupl
     if not len(inner):
         return starts, cum
     at = np.union1d(starts, inner)
-    at_tau = at - floors.covered_before(*seg, at)
-    return at, np.floor(np.interp(at_tau.astype(float), tau.astype(float), cum.astype(float))).astype(np.int64)
+    at_tau = at - floors.covered_before(*seg, at) - tau[0]  # offsets: epoch nanoseconds lose precision as floats
+    return at, np.floor(np.interp(at_tau.astype(float), (tau - tau[0]).astype(float), cum.astype(float))).astype(np.int64)
 
 
 def estimate_tables(ops: pd.DataFrame, calls: pd.DataFrame, steps: pd.DataFrame, n_memory: np.ndarray | None = None,
