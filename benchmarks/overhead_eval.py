@@ -225,14 +225,16 @@ def origin_rows() -> list[dict]:
     return rows
 
 
-def pair_rows() -> list[dict]:
-    """accuracy.py's pairs of the shared and collected sets, each on the origin's host and host-matched."""
+def pair_rows(heldout: Path | None = None) -> list[dict]:
+    """accuracy.py's pairs of the shared and collected sets (with ``heldout``: only that set's, as recorded and as
+    plain traces; scored, never fitted), each on the origin's host and host-matched."""
     catalog = load_catalog(A.SM_SPECS)
     rows = []
-    for label, folder in A.datasets(SHARED.parent.parent):
+    sets = A.datasets(SHARED.parent.parent, heldout)
+    for label, folder in [s for s in sets if s[0].startswith("heldout")] if heldout else sets:
         cache: dict[str, object] = {}
         for category, o, m in A.pairs(folder):
-            trace = cache.get(o["trace"]) or cache.setdefault(o["trace"], load(folder / o["trace"]))
+            trace = cache.get(o["trace"]) or cache.setdefault(o["trace"], A.load_for(label, folder / o["trace"]))
             origin, target = catalog.for_device(trace.device_name), catalog.resolve(A.target_name(m))
             speed = A.host_speed(trace, load(folder / m["trace"])) if category != "SM-scaled" else 1.0
             for matched in (False, True):
@@ -325,7 +327,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=RESULTS, help="folder for origin_rows.csv, pairs_range.csv, range.md")
     ap.add_argument("--no-pairs", action="store_true", help="skip the target pairs (the slow part)")
+    ap.add_argument("--heldout", type=Path, help="score only the held-out pairs in this folder (collect/heldout.py "
+                    "traces + ground_truth.csv) into pairs_range_heldout.csv and range_heldout.md")
     a = ap.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    if a.heldout:
+        pairs = pair_rows(a.heldout)
+        md = "\n".join(f"## {label}\n\n" + summary([], [r for r in pairs if r["set"] == label])
+                       for label in ("heldout", "heldout-plain"))
+        print(md)
+        write(a.out, "pairs_range_heldout.csv", pairs)
+        (a.out / "range_heldout.md").write_text(md)
+        return 0
     rows = device_rows()
     report_fit(rows)
     report_band(rows)
@@ -335,7 +348,6 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [] if a.no_pairs else pair_rows()
     md = summary(origins, pairs)
     print("\n" + md)
-    a.out.mkdir(parents=True, exist_ok=True)
     write(a.out, "origin_rows.csv", origins)
     write(a.out, "pairs_range.csv", pairs)
     (a.out / "range.md").write_text(md)
