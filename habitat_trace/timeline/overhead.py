@@ -158,7 +158,7 @@ def _unit(ops: pd.DataFrame) -> tuple[int, bool, int]:
 
 def _has_shapes(ops: pd.DataFrame) -> np.ndarray:
     dims = ops[S.INPUT_DIMS].to_numpy(dtype=object) if S.INPUT_DIMS in ops else np.full(len(ops), None)
-    return np.array([d is not None and len(d) > 0 for d in dims], dtype=bool)
+    return np.array([isinstance(d, (list, tuple)) and len(d) > 0 for d in dims], dtype=bool)  # not a list: none
 
 
 def _per_step(values_step: np.ndarray, n_steps: int) -> np.ndarray:
