@@ -1,17 +1,21 @@
-"""Evaluate habitat_trace.timeline.overhead: profiled CPU step minus the estimated overhead vs the un-profiled time.
+"""Evaluate habitat_trace.timeline.overhead and the range of timeline/hostband.py against measured un-profiled loops.
 
-    PYTHONPATH=. python benchmarks/overhead_eval.py [--csv out.csv]
+    PYTHONPATH=. python benchmarks/overhead_eval.py [--out benchmarks/results/profiler_overhead] [--no-pairs]
 
 1. fit: refits the model's coefficients (non-negative least squares) from the device measurements in
    benchmarks/results/profiler_overhead/*_overhead.jsonl, on both hosts and on each host alone, and scores
    each host-alone fit on the other host's rows (leave-one-host-out) and each fit without a workload on
    that workload (leave-one-workload-out).
-2. traces: for every trace with ground truth - ../shared/data/traces (SHARED), benchmarks/traces (COLLECTED),
-   benchmarks/traces/overhead (ours) - the profiled CPU step, the estimated overhead, and the un-profiled time.
-   Only launch-bound rows (busy kernel time < LAUNCH_BOUND x un-profiled time) are scored: there the host
-   sets the iteration, so CPU step - overhead should match it. Our traces' steps end in a synchronize, so
-   for them the profiled time is the measured host issue time (profiled median) and the target the
-   un-profiled issue time.
+2. band: those held-out predictions as a pace factor rho = un-profiled issue time / (profiled - predicted overhead),
+   leave-one-workload-out and leave-one-host-out pooled; its quantiles are overhead.PACE_FAST / PACE_SLOW. Also the
+   loop's own measurement noise (hostband.MEASURED_*) and the profiler's cost per runtime call
+   (floors.CUPTI_CALL_MAX_NS). Only the calibration runs enter these; every other set below is scored, never fitted.
+3. origin rows: every trace with ground truth in ../shared/data/traces (incl. its no_record_shapes twins) and
+   benchmarks/traces: the origin row compare prints (pipeline.headline, same GPU) and its range, judged against
+   the measured loop (median_ms, steady_wall_ms: accuracy.judged_error), per recording option.
+4. pairs: accuracy.py's pairs of both sets: each target's iteration and range, on the origin's host and
+   host-matched (--cpu-speed from the two traces' u, as accuracy.py), judged the same way.
+Writes eval.txt's figures to stdout and origin_rows.csv, pairs_range.csv and range.md into --out.
 """
 from __future__ import annotations
 
@@ -19,18 +23,22 @@ import argparse
 import csv
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+import accuracy as A
+from habitat_trace import pipeline
 from habitat_trace.ingest import load
+from habitat_trace.scale.specs import load_catalog
+from habitat_trace.timeline import floors, hostband
 from habitat_trace.timeline import overhead as OH
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/profiler_overhead"
 SHARED = ROOT.parent / "shared/data/traces"
 COLLECTED = ROOT / "benchmarks/traces"
-LAUNCH_BOUND = 0.6  # kernel busy time under 60% of the iteration: the host's issue time sets the iteration
 FIT_VARIANTS = ("a_shapes", "b_noshapes", "c_stack", "d_memory")  # variants with CPU ops (u measurable)
 
 
@@ -114,94 +122,235 @@ def report_fit(rows: list[dict]) -> None:
           f"un-profiled step (no correction: {np.median(errs0) * 100:.1f}%)")
 
 
-# ---------------------------------------------------------------- traces with ground truth
-def gt_rows(folder: Path) -> list[dict]:
-    path = folder / "ground_truth.csv"
-    if not path.exists():
-        return []
-    return [dict(r, root=str(folder)) for r in csv.DictReader(path.open())]
-
-
-def score_ground_truth() -> list[dict]:
+# ---------------------------------------------------------------- band: the model's held-out error
+def held_out_predictions(rows: list[dict]) -> list[tuple[str, dict, float]]:
+    """(fold, row, predicted overhead ms) for every row, from fits that did not see its workload (LOWO) or its
+    host (LOHO)."""
     out = []
-    for label, folder in (("shared", SHARED), ("collected", COLLECTED)):
-        for r in gt_rows(folder):
-            steady, kernel = float(r["steady_wall_ms"]), float(r["trace_kernel_ms"])
-            if kernel >= LAUNCH_BOUND * steady:
-                continue
-            est = OH.estimate(load(Path(r["root"]) / r["trace"]))
-            cpu = float(r["trace_cpu_step_ms"])
-            oh = float(np.median(est.per_step_ns)) / 1e6
-            out.append(dict(set=label, target=r["target"], workload=r["workload"], profiled_ms=cpu, overhead_ms=oh,
-                            corrected_ms=cpu - oh, unprofiled_ms=steady, u_ns=est.evidence.unit_ns,
-                            ops_per_step=est.evidence.ops_per_step))
-            out += score_no_shapes(label, r, folder)
+    for fold, key in (("LOWO", "workload"), ("LOHO", "host")):
+        for v in sorted({r[key] for r in rows}):
+            k = fit([r for r in rows if r[key] != v])
+            out += [(fold, r, float(np.array(features(r)) @ k)) for r in rows if r[key] == v]
     return out
 
 
-def score_no_shapes(label: str, r: dict, folder: Path) -> list[dict]:
-    """The same workload recorded without record_shapes (SHARED/<target>/no_record_shapes/), scored against the
-    same un-profiled time; its profiled CPU step is the median ProfilerStep span of that trace."""
-    path = folder / r["target"] / "no_record_shapes" / Path(r["trace"]).name
-    if not path.exists():
-        return []
-    trace = load(path)
-    est = OH.estimate(trace)
-    cpu = float(np.median(trace.steps["dur_ns"].to_numpy())) / 1e6
-    oh = float(np.median(est.per_step_ns)) / 1e6
-    return [dict(set=label, target=r["target"] + "/noshapes", workload=r["workload"], profiled_ms=cpu, overhead_ms=oh,
-                 corrected_ms=cpu - oh, unprofiled_ms=float(r["steady_wall_ms"]), u_ns=est.evidence.unit_ns,
-                 ops_per_step=est.evidence.ops_per_step)]
-
-
-def score_ours() -> list[dict]:
-    out = []
+def report_band(rows: list[dict]) -> None:
+    """The pace factor's quantiles (overhead.PACE_*), the loop's measurement noise (hostband.MEASURED_*) and the
+    profiler's cost per runtime call (floors.CUPTI_CALL_MAX_NS), re-derived next to the values the modules use."""
+    preds = held_out_predictions(rows)
+    rho = np.array([r["issue_ms"] / (r["issue_ms"] + r["d_ms"] - p) for _, r, p in preds])
+    lo, hi = np.quantile(rho, OH.PACE_QUANTILES)
+    print(f"\nband: rho = un-profiled / (profiled - predicted overhead), {len(rho)} held-out predictions "
+          f"(LOWO + LOHO): quantiles {OH.PACE_QUANTILES} -> {lo:.3f}, {hi:.3f}; module uses "
+          f"{OH.PACE_FAST}, {OH.PACE_SLOW}; median {np.median(rho):.3f}")
+    for fold in ("LOWO", "LOHO"):
+        f = np.array([x for (fo, _, _), x in zip(preds, rho) if fo == fold])
+        print(f"  {fold}: 5/50/95% {np.round(np.quantile(f, [0.05, 0.5, 0.95]), 3)}, inside the module's band "
+              f"{np.mean((f >= OH.PACE_FAST) & (f <= OH.PACE_SLOW)) * 100:.0f}%")
+    for v in FIT_VARIANTS:
+        f = np.array([x for (_, r, _), x in zip(preds, rho) if r["variant"] == v])
+        print(f"  {v:11s} median |host error| {np.median(np.abs(1 / f - 1)) * 100:4.1f}%, inside the band "
+              f"{np.mean((f >= OH.PACE_FAST) & (f <= OH.PACE_SLOW)) * 100:.0f}%")
+    noise = []
+    calls = []
     for path in sorted(RESULTS.glob("*_overhead.jsonl")):
-        host = path.name.split("_")[0]
         recs = {(r["workload"], r["variant"]): r for r in map(json.loads, path.open())}
         for (w, v), r in recs.items():
-            trace = ROOT / "benchmarks/traces/overhead" / host / f"{w}.pt.trace.json.gz"
-            if v != "a_shapes" or not trace.exists():
-                continue
-            b = recs[(w, "none")]
-            est = OH.estimate(load(trace))
-            oh = float(np.median(est.per_step_ns)) / 1e6
-            out.append(dict(set="ours", target=host, workload=w, profiled_ms=r["prof_issue_ms"], overhead_ms=oh,
-                            corrected_ms=r["prof_issue_ms"] - oh, unprofiled_ms=b["issue_ms"],
-                            u_ns=est.evidence.unit_ns, ops_per_step=est.evidence.ops_per_step))
+            if v == "none":
+                noise.append(r["steady_wall_ms"] / r["median_ms"])
+            elif v == "e_cudaonly":
+                n = r.get("n_cuda_runtime_per_step", 0) + r.get("n_cuda_driver_per_step", 0)
+                if n:
+                    calls.append((r["prof_issue_ms"] - recs[(w, "none")]["issue_ms"]) / n * 1e6)
+    m_lo, m_hi = np.quantile(noise, [0.05, 0.95])
+    c = np.array(calls)
+    c_hi = c.mean() + 2 * c.std(ddof=1) / np.sqrt(len(c))
+    print(f"  measured loop: steady / median over {len(noise)} runs, 5/95% {m_lo:.3f}, {m_hi:.3f} (module "
+          f"{hostband.MEASURED_FAST}, {hostband.MEASURED_SLOW})")
+    print(f"  per-call: CUDA-only profiling added {c.mean():.0f} +- {c.std(ddof=1) / np.sqrt(len(c)):.0f} ns per "
+          f"runtime call over {len(c)} runs; mean + 2 s.e. {c_hi:.0f} ns (module {floors.CUPTI_CALL_MAX_NS})")
+
+
+# ---------------------------------------------------------------- origin rows and pairs with ground truth
+def ranged(trace: object, origin: object, target: object, host: pipeline.Host) -> tuple[float, float, float]:
+    """(central, low, high) iteration ms on ``target`` on the host clock and its band (hostband.iteration_range),
+    the origin never below what the trace proves (floors)."""
+    hc = pipeline.host_clock(trace, host)
+    band = hostband.host_band(hc.clock, hc.evidence, hc.measured_step_ns is not None)
+
+    def iterate(clock: object) -> float:
+        return pipeline.headline(pipeline.scale(trace, origin, target, host, clock=replace(hc, clock=clock)))[0]
+    central = iterate(hc.clock)
+    floor = float(np.mean(floors.step_floor(trace).step_ns)) / 1e6 if origin == target else 0.0
+    lo, hi = hostband.iteration_range(iterate, band, central, floor)
+    return central, lo, hi
+
+
+def judged(row: dict, value: float, lo: float, hi: float, m: dict) -> None:
+    med, steady = float(m["median_ms"]), float(m["steady_wall_ms"])
+    row.update(measured_median_ms=med, measured_steady_ms=steady, error_pct=A.judged_error(value, med, steady),
+               low_ms=lo, high_ms=hi, inside=max(lo, min(med, steady)) <= min(hi, max(med, steady)),
+               launch_bound=float(m["trace_kernel_ms"]) < A.LAUNCH_BOUND_KERNEL_SHARE * (med + steady) / 2)
+
+
+def traces_with_truth() -> list[tuple[str, Path, dict, str]]:
+    """(set, folder, ground-truth row, recording option) of every trace scored: shared and collected traces
+    (recorded with record_shapes) and the shared no_record_shapes twins, judged against the same loop."""
+    out = []
+    for label, folder in (("shared", SHARED), ("collected", COLLECTED)):
+        if not (folder / "ground_truth.csv").exists():
+            continue
+        for r in csv.DictReader((folder / "ground_truth.csv").open()):
+            out.append((label, folder, r, "record_shapes"))
+            twin = Path(r["target"]) / "no_record_shapes" / Path(r["trace"]).name
+            if (folder / twin).exists():
+                out.append((label, folder, dict(r, trace=str(twin)), "no_record_shapes"))
     return out
 
 
-def print_table(rows: list[dict]) -> None:
-    print(f"\n{'set':9s} {'target':15s} {'workload':34s} {'prof':>7s} {'-ovh':>6s} {'corr':>7s} {'real':>7s} "
-          f"{'err':>6s} {'err0':>6s} {'u_ns':>5s}")
-    for r in rows:
-        e = (r["corrected_ms"] - r["unprofiled_ms"]) / r["unprofiled_ms"] * 100
-        e0 = (r["profiled_ms"] - r["unprofiled_ms"]) / r["unprofiled_ms"] * 100
-        print(f"{r['set']:9s} {r['target']:15s} {r['workload'][:34]:34s} {r['profiled_ms']:7.2f} {r['overhead_ms']:6.2f} "
-              f"{r['corrected_ms']:7.2f} {r['unprofiled_ms']:7.2f} {e:+5.0f}% {e0:+5.0f}% {r['u_ns']:5d}")
-    for label in ("shared", "collected", "ours"):
-        sel = [r for r in rows if r["set"] == label]
-        if not sel:
-            continue
-        e = np.array([(r["corrected_ms"] - r["unprofiled_ms"]) / r["unprofiled_ms"] for r in sel]) * 100
-        e0 = np.array([(r["profiled_ms"] - r["unprofiled_ms"]) / r["unprofiled_ms"] for r in sel]) * 100
-        print(f"{label:9s} n={len(sel):2d}: corrected median error {np.median(e):+.0f}% (median |err| "
-              f"{np.median(np.abs(e)):.0f}%), uncorrected {np.median(e0):+.0f}% (|err| {np.median(np.abs(e0)):.0f}%)")
+def origin_rows() -> list[dict]:
+    catalog = load_catalog(A.SM_SPECS)
+    rows = []
+    for label, folder, r, option in traces_with_truth():
+        trace = load(folder / r["trace"])
+        origin = catalog.for_device(trace.device_name)
+        central, lo, hi = ranged(trace, origin, origin, pipeline.Host())
+        est = OH.estimate(trace, one_clock=True)
+        row = dict(set=label, option=option, trace=r["trace"], origin=origin.name,
+                   profiled_ms=float(trace.steps["dur_ns"].mean()) / 1e6, iteration_ms=central,
+                   overhead_share=float(np.max(est.per_step_ns / trace.steps["dur_ns"].to_numpy())),
+                   u_ns=est.evidence.unit_ns, launch_us=est.evidence.launch_ns / 1e3, warnings=len(est.warnings))
+        judged(row, central, lo, hi, r)
+        rows.append(row)
+    return rows
+
+
+def pair_rows(heldout: Path | None = None) -> list[dict]:
+    """accuracy.py's pairs of the shared and collected sets (with ``heldout``: only that set's, as recorded and as
+    plain traces; scored, never fitted), each on the origin's host and host-matched."""
+    catalog = load_catalog(A.SM_SPECS)
+    rows = []
+    sets = A.datasets(SHARED.parent.parent, heldout)
+    for label, folder in [s for s in sets if s[0].startswith("heldout")] if heldout else sets:
+        cache: dict[str, object] = {}
+        for category, o, m in A.pairs(folder):
+            trace = cache.get(o["trace"]) or cache.setdefault(o["trace"], A.load_for(label, folder / o["trace"]))
+            origin, target = catalog.for_device(trace.device_name), catalog.resolve(A.target_name(m))
+            speed = A.host_speed(trace, load(folder / m["trace"])) if category != "SM-scaled" else 1.0
+            for matched in (False, True):
+                if matched and speed == 1.0:
+                    continue
+                central, lo, hi = ranged(trace, origin, target, pipeline.Host(cpu_speed=speed if matched else 1.0))
+                row = dict(set=label, category=category, workload=o["workload"], origin=origin.name,
+                           target=target.name, host="matched" if matched else "origin", iteration_ms=central)
+                judged(row, central, lo, hi, m)
+                rows.append(row)
+    return rows
+
+
+def _stats(rows: list[dict]) -> str:
+    if not rows:
+        return "- | - | - | -"
+    e = np.abs([r["error_pct"] for r in rows])
+    return (f"{len(rows)} | {e.mean():.1f}% | {np.median(e):.1f}% | "
+            f"{100 * np.mean([bool(r['inside']) for r in rows]):.0f}%")
+
+
+def summary(origins: list[dict], pairs: list[dict]) -> str:
+    out = ["| origin rows | traces | mean abs error | median | measured inside range |", "|---|---:|---:|---:|---:|"]
+    for label in ("shared", "collected"):
+        for option in ("record_shapes", "no_record_shapes"):
+            sel = [r for r in origins if r["set"] == label and r["option"] == option]
+            lb = [r for r in sel if r["launch_bound"]]
+            if sel:
+                out += [f"| {label}, {option} | {_stats(sel)} |", f"| {label}, {option}, launch-bound | {_stats(lb)} |"]
+    out += ["", "| pairs (target iteration) | pairs | mean abs error | median | measured inside range |",
+            "|---|---:|---:|---:|---:|"]
+    for host in ("origin", "matched"):  # matched: every pair, at the target host's speed where the hosts differ
+        by_pair = {(r["set"], r["category"], r["workload"], r["target"]): r for r in pairs
+                   if r["host"] == "origin" or host == "matched"}  # a matched row replaces its origin-host row
+        for cat in ("SM-scaled", "cross-GPU", "both", "all"):
+            sel = [r for r in by_pair.values() if cat in ("all", r["category"])]
+            lb = [r for r in sel if r["launch_bound"]]
+            out += [f"| {host} host, {cat} | {_stats(sel)} |", f"| {host} host, {cat}, launch-bound | {_stats(lb)} |"]
+    return "\n".join(out) + "\n"
+
+
+def write(out: Path, name: str, rows: list[dict]) -> None:
+    if rows:
+        with (out / name).open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+
+
+def report_shapes_per_input(rows: list[dict]) -> None:
+    """Is the shapes cost per recorded input rather than per op? Refit with the inputs per step (read from the
+    kept variant-(a) trace; 0 without shapes) in place of the ops with shapes, and score it leave-one-workload-out."""
+    inputs = {}
+    for host, w in {(r["host"], r["workload"]) for r in rows}:
+        t = load(ROOT / "benchmarks/traces/overhead" / host / f"{w}.pt.trace.json.gz")
+        dims = t.ops.loc[t.ops["step"] >= 0, "input_dims"]
+        inputs[(host, w)] = sum(len(d) for d in dims if d is not None) / max(len(t.steps), 1)
+    alt = [dict(r, n_shapes_per_step=inputs[(r["host"], r["workload"])] * (r["variant"] != "b_noshapes"))
+           for r in rows]
+    for name, data in (("per op with shapes", rows), ("per recorded input", alt)):
+        errs = []
+        for w in sorted({r["workload"] for r in data}):
+            k = fit([r for r in data if r["workload"] != w])
+            test = [r for r in data if r["workload"] == w]
+            errs += [abs(float(np.array(features(r)) @ k) - r["d_ms"]) / r["issue_ms"] for r in test]
+        print(f"  shapes cost {name}: K {np.round(fit(data), 2)}, leave one workload out median |overhead error| "
+              f"{np.median(errs) * 100:.1f}%, mean {np.mean(errs) * 100:.1f}%")
+
+
+def report_twins() -> None:
+    """The same loop recorded with and without record_shapes (../shared */no_record_shapes): the host's pace in
+    each recording, read where the recording options add nothing measurable: the kernel-launch calls, and the main
+    thread's time between its launches (forward pass and optimizer; autograd runs the backward on its own thread)."""
+    for twin in sorted(SHARED.glob("*/no_record_shapes/*.json.gz")):
+        pace = []
+        for path in (twin.parent.parent / twin.name, twin):
+            t = load(path)
+            calls = t.calls[t.calls["name"].isin(OH.LAUNCH_CALLS) & (t.calls["step"] >= 0)]
+            main_tid = t.ops.loc[t.ops["name"].str.startswith(OH.STEP_PREFIX), "tid"].iloc[0]
+            fwd = calls[calls["tid"] == main_tid].sort_values("ts_ns")
+            gap = np.median(np.diff(fwd["ts_ns"].to_numpy())) if len(fwd) > 1 else float("nan")
+            pace.append((float(calls["dur_ns"].median()), float(gap)))
+        (l1, g1), (l0, g0) = pace
+        print(f"  twins {twin.parent.parent.name}/{twin.name}: with / without shapes, launch call p50 {l1 / 1e3:.1f} / "
+              f"{l0 / 1e3:.1f} us ({l1 / l0:.2f}x), main-thread time between launches {g1 / 1e3:.1f} / {g0 / 1e3:.1f} us "
+              f"({g1 / g0:.2f}x)")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--csv", help="write the per-trace rows here")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="folder for origin_rows.csv, pairs_range.csv, range.md")
+    ap.add_argument("--no-pairs", action="store_true", help="skip the target pairs (the slow part)")
+    ap.add_argument("--heldout", type=Path, help="score only the held-out pairs in this folder (collect/heldout.py "
+                    "traces + ground_truth.csv) into pairs_range_heldout.csv and range_heldout.md")
     a = ap.parse_args(argv)
-    report_fit(device_rows())
-    rows = score_ours() + score_ground_truth()
-    print_table(rows)
-    if a.csv:
-        with open(a.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+    a.out.mkdir(parents=True, exist_ok=True)
+    if a.heldout:
+        pairs = pair_rows(a.heldout)
+        md = "\n".join(f"## {label}\n\n" + summary([], [r for r in pairs if r["set"] == label])
+                       for label in ("heldout", "heldout-plain"))
+        print(md)
+        write(a.out, "pairs_range_heldout.csv", pairs)
+        (a.out / "range_heldout.md").write_text(md)
+        return 0
+    rows = device_rows()
+    report_fit(rows)
+    report_band(rows)
+    report_shapes_per_input(rows)
+    report_twins()
+    origins = origin_rows()
+    pairs = [] if a.no_pairs else pair_rows()
+    md = summary(origins, pairs)
+    print("\n" + md)
+    write(a.out, "origin_rows.csv", origins)
+    write(a.out, "pairs_range.csv", pairs)
+    (a.out / "range.md").write_text(md)
     return 0
 
 
