@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import gzip
 import json
 import os
@@ -112,25 +113,30 @@ def run_one(name: str, mode: str, rank: int, device: torch.device, args: argpars
     if mode == "fsdp" and device.type == "cpu":
         return {"status": "skipped: torch's FSDP needs an accelerator (CPU dry run)"}
     try:
-        torch.manual_seed(0)
-        work = WORKLOADS[name](device, args.dry_run)
-        params = sum(p.numel() for p in work.model.parameters())
-        step = make_step(work, mode, device)
-        for _ in range(1 if args.dry_run else WARMUP_ITERS):
-            step()
-        ms = time_steps(step, device, args.iters)
-        folder = os.path.join(args.out, STAGING, name, mode)
-        os.makedirs(folder, exist_ok=True)
-        profile_steps(step, device, os.path.join(folder, f"rank{rank}.pt.trace.json.gz"))
-        return {"status": "ok", "median_ms": ms, "params": params, "batch": work.batch}
+        return _measure(name, mode, rank, device, args)
     except Skip as exc:
         return {"status": f"skipped: {exc}"}
     except Exception as exc:  # recorded per run: one failing workload must not hide the others' results
         traceback.print_exc()
         return {"status": f"failed: {type(exc).__name__}: {exc}"[:300]}
-    finally:
+    finally:  # the model and optimizer of _measure are gone: give their memory back before the next run
+        gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+def _measure(name: str, mode: str, rank: int, device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
+    torch.manual_seed(0)
+    work = WORKLOADS[name](device, args.dry_run)
+    params = sum(p.numel() for p in work.model.parameters())
+    step = make_step(work, mode, device)
+    for _ in range(1 if args.dry_run else WARMUP_ITERS):
+        step()
+    ms = time_steps(step, device, args.iters)
+    folder = os.path.join(args.out, STAGING, name, mode)
+    os.makedirs(folder, exist_ok=True)
+    profile_steps(step, device, os.path.join(folder, f"rank{rank}.pt.trace.json.gz"))
+    return {"status": "ok", "median_ms": ms, "params": params, "batch": work.batch}
 
 
 def summary(name: str, mode: str, world: int, per_rank: list[dict[str, Any]], device: torch.device) -> dict[str, Any]:
@@ -143,7 +149,7 @@ def summary(name: str, mode: str, world: int, per_rank: list[dict[str, Any]], de
             "status": status, "params": ok[0].get("params") if ok else None, "batch": ok[0].get("batch") if ok else None,
             "traces": [f"{name}.tar:{name}/{mode}/rank{r}.pt.trace.json.gz" for r in range(world)] if status == "ok"
             else [], "nccl_nvls_enable": os.environ.get("NCCL_NVLS_ENABLE"), "torch": torch.__version__,
-            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if device.type == "cuda" else None,
+            "nccl": str(torch.cuda.nccl.version()) if device.type == "cuda" else None,
             "transformers": _version("transformers"), "torchvision": _version("torchvision")}
 
 
