@@ -215,3 +215,22 @@ def test_gpt2_on_two_h100s(strategy: str) -> None:
     assert per_step.tolist() == ([14, 14] if strategy == "ddp" else [38, 38])  # 14 buckets; 1 + 12 x 3 + 1
     one, many = pipeline.iteration_figures(tables, scaled.timeline)[0], _iteration(out)
     assert many > one if strategy == "ddp" else many > 0.9 * one
+
+
+def test_the_fallback_warning_travels_with_the_result() -> None:
+    """Without AccumulateGrad the parameters come from the weight ops: the result says so, and moves the same bytes."""
+    import gzip
+    import json
+
+    from habitat_trace.ingest.trace import from_document
+
+    doc = json.loads(gzip.decompress(MLP_FIXTURE.read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if "AccumulateGrad" not in str(e.get("name", ""))]
+    bare = from_document(MLP_FIXTURE, doc)
+    tables, pred, clock = _base()
+    scaled = pipeline.scale(bare, pred.origin, pred.target)
+    so = D.ScaleOut(2, "ddp")
+    real, fallback = SO.scale_out(tables, pred, so, clock), SO.scale_out(bare, scaled.prediction, so, clock)
+    assert any("weight ops" in w for w in fallback.warnings) and real.warnings == ()
+    moved = [o.synthesized.plan.kernels.query("collective != ''")["nbytes"].sum() for o in (real, fallback)]
+    assert moved[0] == moved[1] > 0

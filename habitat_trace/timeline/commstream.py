@@ -11,6 +11,8 @@ the first compute kernel launched afterwards waits for what the communication st
 Origin times: everything synthesized takes no time on the one GPU (dur 0; the written trace's
 ``habitat_origin_dur_us`` says 0), a kernel starting when the work it depends on had ended, so every added
 dependency is one the origin honoured (schedule.py keeps only those) and the replay alone gives it its length.
+Cost: the input's events are parsed into a list and ingested again with the added ones (a trace loaded lazily from
+its bytes is held as parsed objects, ~9x its JSON size, while that runs).
 """
 from __future__ import annotations
 

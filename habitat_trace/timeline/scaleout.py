@@ -56,6 +56,11 @@ class ScaledOut:
     synthesized: Synthesized
     timeline: Timeline
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The parameter recovery's and the plan's warnings, then the prediction's."""
+        return tuple(dict.fromkeys(self.synthesized.warnings + self.synthesized.prediction.warnings))
+
     def communication(self) -> pd.DataFrame:
         """Per step: compute busy, communication busy and exposed communication (only communication running), ns."""
         t, tl = self.synthesized.tables, self.timeline
