@@ -1,37 +1,139 @@
-"""CPU smoke test of benchmarks/collect/collect_distributed.py (gloo, tiny sizes): the single-device and DDP steps
-are timed and profiled, one trace per rank carries distributedInfo, and the bus-bandwidth sweep writes its rows."""
+"""CPU smoke test of benchmarks/collect/collect_distributed.py (gloo, tiny sizes): every workload runs alone and with
+DDP on 2 ranks (FSDP and a missing transformers/torchvision are skipped with the reason), one trace per rank carries
+distributedInfo, the output stays within the device tool's 8 files, the FSDP units the collector wraps are the ones
+habitat-trace infers from the one-GPU trace, and benchmarks/scaleout_eval.py turns a collected folder into its table."""
 from __future__ import annotations
 
 import gzip
+import importlib.util
+import io
 import json
+import shutil
 import subprocess
 import sys
+import tarfile
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import DATA, MLP_FIXTURE, ROOT
 
 pytest.importorskip("torch")
 
 SCRIPT = ROOT / "benchmarks" / "collect" / "collect_distributed.py"
+HAS = {m: importlib.util.find_spec(m) is not None for m in ("transformers", "torchvision")}
+NEEDS = {"gpt2_b8_s1024_amp": "transformers", "llama_d1024_l8_b4_s1024_amp": "transformers",
+         "bert_b32_s128_fp32": "transformers", "resnet50_b64_fp32": "torchvision", "mlp_h4096_b64_fp32": None}
 
 
-def test_dry_run_single_and_ddp(tmp_path) -> None:
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--modes", "single,ddp", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = {r["mode"]: r for r in map(json.loads, (tmp_path / "ground_truth.jsonl").read_text().splitlines())}
-    assert rows["single"]["status"] == rows["ddp"]["status"] == "ok"
-    assert len(rows["ddp"]["per_rank_median_ms"]) == 2 and rows["ddp"]["nccl_nvls_enable"] == "0"
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(out)], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+def _rows(out: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    rows = map(json.loads, (out / "ground_truth.jsonl").read_text().splitlines())
+    return {(r["workload"], r["mode"]): r for r in rows}
+
+
+def _trace(out: Path, workload: str, member: str) -> dict[str, Any]:
+    with tarfile.open(out / f"{workload}.tar") as tar:
+        f = tar.extractfile(f"{workload}/{member}")
+        assert f is not None
+        return json.loads(gzip.decompress(f.read()))
+
+
+def test_every_workload_runs_or_says_why(collected: Path) -> None:
+    rows = _rows(collected)
+    assert set(rows) == {(w, m) for w in NEEDS for m in ("single", "ddp", "fsdp")}
+    for (workload, mode), r in rows.items():
+        need = NEEDS[workload]
+        if mode == "fsdp":
+            assert r["status"] == "skipped: torch's FSDP needs an accelerator (CPU dry run)"
+        elif need is not None and not HAS[need]:
+            assert r["status"].startswith(f"skipped: {need} not importable"), r
+        else:
+            assert r["status"] == "ok", r
+            assert len(r["per_rank_median_ms"]) == (1 if mode == "single" else 2) and r["slowest_rank_ms"] > 0
+            assert r["nccl_nvls_enable"] == "0" and r["params"] > 0
+
+
+def test_the_output_fits_the_device_tool(collected: Path) -> None:
+    files = sorted(p.name for p in collected.iterdir())
+    assert len(files) <= 8 and all(p.is_file() for p in collected.iterdir()), files
+    assert {"ground_truth.jsonl", "busbw.jsonl", "mlp_h4096_b64_fp32.tar"} <= set(files)
+
+
+def test_one_trace_per_rank_with_distributed_info(collected: Path) -> None:
     for r in range(2):
-        doc = json.loads(gzip.decompress((tmp_path / "ddp" / f"rank{r}.pt.trace.json.gz").read_bytes()))
+        doc = _trace(collected, "mlp_h4096_b64_fp32", f"ddp/rank{r}.pt.trace.json.gz")
         assert doc["distributedInfo"]["rank"] == r and doc["distributedInfo"]["world_size"] == 2
-    sweep = [json.loads(line) for line in (tmp_path / "busbw.jsonl").read_text().splitlines()]
+    assert "distributedInfo" not in _trace(collected, "mlp_h4096_b64_fp32", "single/rank0.pt.trace.json.gz")
+    sweep = [json.loads(line) for line in (collected / "busbw.jsonl").read_text().splitlines()]
     ok = [s for s in sweep if s["status"] == "ok" and s["collective"] == "all_reduce"]
     assert ok and all(s["busbw_gbs"] == pytest.approx(s["algbw_gbs"]) for s in ok)  # 2(n-1)/n = 1 for n = 2
 
 
-def test_unknown_mode_is_refused(tmp_path) -> None:
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--modes", "nope", "--out", str(tmp_path)],
-                          capture_output=True, text=True)
-    assert proc.returncode != 0 and "unknown mode" in proc.stderr
+@pytest.mark.parametrize("workload", list(NEEDS))
+def test_the_fsdp_units_wrapped_are_the_ones_inferred(collected: Path, workload: str, tmp_path: Path) -> None:
+    """The one-GPU (CPU) trace's parameters give habitat-trace's FSDP units (scale/units.py); the collector's wrap
+    predicate (dist_workloads.py) selects as many modules of the tiny model, with the same parameter counts."""
+    need = NEEDS[workload]
+    if need is not None and not HAS[need]:
+        pytest.skip(f"{need} is not installed")
+    import torch
+
+    from habitat_trace.ingest.trace import load
+    from habitat_trace.scale.params import recover
+    from habitat_trace.scale.units import fsdp_units
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    from dist_workloads import WORKLOADS
+
+    path = tmp_path / "single.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(_trace(collected, workload, "single/rank0.pt.trace.json.gz")).encode()))
+    f = recover(load(path, require_gpu=False)).of_step(0)
+    units, _ = fsdp_units(list(zip(f["shape"], f["dtype"])))
+    torch.manual_seed(0)
+    work = WORKLOADS[workload](torch.device("cpu"), True)
+    wrapped = [m for m in work.model.modules() if work.wrap(m)]
+    assert sorted(b - a for a, b in units) == sorted(len(list(m.parameters())) for m in wrapped)
+
+
+def test_unknown_mode_or_workload_is_refused(tmp_path: Path) -> None:
+    for flag, value, message in (("--modes", "nope", "unknown mode"), ("--workloads", "vgg", "unknown workload")):
+        proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", flag, value, "--out", str(tmp_path)],
+                              capture_output=True, text=True)
+        assert proc.returncode != 0 and message in proc.stderr
+
+
+def test_the_evaluation_table(tmp_path: Path) -> None:
+    """scaleout_eval.py on a folder laid out as the collector writes it: the MLP fixture as the one-GPU trace and the
+    public A100 DDP step (rank 0, twice) as the 2-rank traces; plumbing, not accuracy."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    rows = [{"workload": "w", "mode": "single", "world": 1, "status": "ok", "slowest_rank_ms": 5.0, "device": "x"},
+            {"workload": "w", "mode": "ddp", "world": 2, "status": "ok", "slowest_rank_ms": 6.0, "device": "x"}]
+    (folder / "ground_truth.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with tarfile.open(folder / "w.tar", "w") as tar:
+        for member, src in (("w/single/rank0.pt.trace.json.gz", MLP_FIXTURE),
+                            ("w/ddp/rank0.pt.trace.json.gz", DATA / "a100_nccl_step5.json.gz"),
+                            ("w/ddp/rank1.pt.trace.json.gz", DATA / "a100_nccl_step5.json.gz")):
+            data = src.read_bytes()
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    out = tmp_path / "table.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "scaleout_eval.py"), str(folder), "--out",
+                           str(out)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = out.read_text()
+    assert "| w | ddp | 2 |" in text and "scale-out from one GPU: mean |error|" in text
+    table = out.with_suffix(".csv").read_text().splitlines()
+    assert len(table) == 2 and "scaleout_err" in table[0]
+    shutil.rmtree(folder)

@@ -22,8 +22,12 @@ FALLBACK = "fallback"  # launch parameters missing or invalid: many-wave grid as
 COLLECTIVE = "collective"  # NCCL kernel: NCCL's alpha-beta model over the interconnects (scale/collective.py)
 COLLECTIVE_MEASURED = "collective-measured"  # NCCL kernel the model cannot price: measured time kept (reason)
 BANDWIDTH = "bandwidth"  # across vendors, non-library kernels: DRAM bandwidth and vector peak ratios (scale/vendor.py)
+# kernels a data-parallel scale-out adds to a one-GPU step (scale/dataparallel.py, timeline/scaleout.py): a
+# collective priced by NCCL's model, and the copies DDP/FSDP add (bytes at the achievable DRAM bandwidth)
+COLLECTIVE_SYNTHESIZED = "collective-synthesized"
+COPY_SYNTHESIZED = "copy-synthesized"
 METHODS = (IDENTITY, WAVE, ROOFLINE_OP, LEARNED, SUSTAINED, COPY, FALLBACK, BANDWIDTH, COLLECTIVE,
-           COLLECTIVE_MEASURED)
+           COLLECTIVE_MEASURED, COLLECTIVE_SYNTHESIZED, COPY_SYNTHESIZED)
 
 
 @dataclass(frozen=True)

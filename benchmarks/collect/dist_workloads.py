@@ -1,0 +1,141 @@
+"""The models collect_distributed.py trains on 1 and N GPUs (issue 27): configs built in code, nothing downloaded.
+
+Each builder returns a ``Workload``: the model (on its device), a loss closure over fixed random inputs, the
+optimizer, the autocast dtype and the FSDP auto-wrap predicate that matches what habitat-trace infers from a one-GPU
+trace (scale/units.py: every repeated block of parameters is a unit, the rest the root): the transformer layer
+classes, ResNet's identity bottlenecks (those without a downsample), the MLP's linears. A builder raises ``Skip``
+(with the reason) when transformers or torchvision is missing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Skip(Exception):
+    """The workload cannot run here (a package is missing); the message says which."""
+
+
+@dataclass
+class Workload:
+    model: nn.Module
+    loss: Callable[[nn.Module], torch.Tensor]
+    optimizer: Callable[[Any], torch.optim.Optimizer]  # from the (possibly wrapped) model's parameters
+    wrap: Callable[[nn.Module], bool]  # FSDP unit predicate
+    autocast: Optional[torch.dtype]
+    batch: str
+
+
+def _transformers() -> Any:
+    try:
+        import transformers
+    except Exception as exc:  # ImportError, or a broken install: reported, not fatal
+        raise Skip(f"transformers not importable ({type(exc).__name__}: {exc})"[:200]) from exc
+    return transformers
+
+
+def _torchvision_models() -> Any:
+    try:
+        import torchvision.models as tvm
+    except Exception as exc:
+        raise Skip(f"torchvision not importable ({type(exc).__name__}: {exc})"[:200]) from exc
+    return tvm
+
+
+def _adamw(params: Any) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(params, lr=1e-4)
+
+
+def _lm(model: nn.Module, vocab: int, batch: int, seq: int, dev: torch.device) -> Callable[[nn.Module], torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, (batch, seq), generator=g).to(dev)
+    return lambda m: m(input_ids=ids, labels=ids).loss
+
+
+def gpt2(dev: torch.device, tiny: bool) -> Workload:
+    """HF GPT-2 small (124M, tied embedding), batch 8 x 1024, bf16 autocast, AdamW."""
+    tr = _transformers()
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+
+    kw = dict(n_layer=2, n_embd=64, n_head=2, vocab_size=128, n_positions=32) if tiny else dict(n_positions=1024)
+    cfg = tr.GPT2Config(**kw, attn_implementation="sdpa")
+    model = tr.GPT2LMHeadModel(cfg).to(dev)
+    b, s = (2, 16) if tiny else (8, 1024)
+    return Workload(model, _lm(model, cfg.vocab_size, b, s, dev), _adamw, lambda m: isinstance(m, GPT2Block),
+                    torch.bfloat16, f"{b}x{s}")
+
+
+def llama(dev: torch.device, tiny: bool) -> Workload:
+    """HF Llama decoder (d 1024, 8 layers, 16 heads, SwiGLU 2816, vocab 32000), batch 4 x 1024, bf16 autocast."""
+    tr = _transformers()
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    size = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=128,
+                max_position_embeddings=32) if tiny else dict(
+        hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16, vocab_size=32000,
+        max_position_embeddings=1024)
+    cfg = tr.LlamaConfig(**size, num_key_value_heads=size["num_attention_heads"], attn_implementation="sdpa")
+    model = tr.LlamaForCausalLM(cfg).to(dev)
+    b, s = (2, 16) if tiny else (4, 1024)
+    return Workload(model, _lm(model, cfg.vocab_size, b, s, dev), _adamw, lambda m: isinstance(m, LlamaDecoderLayer),
+                    torch.bfloat16, f"{b}x{s}")
+
+
+def bert(dev: torch.device, tiny: bool) -> Workload:
+    """HF BERT-base masked LM (110M), batch 32 x 128, fp32 (TF32 off: torch's default for matmuls), AdamW."""
+    tr = _transformers()
+    from transformers.models.bert.modeling_bert import BertLayer
+
+    size = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, vocab_size=128,
+                max_position_embeddings=32) if tiny else {}
+    cfg = tr.BertConfig(**size, attn_implementation="sdpa")
+    model = tr.BertForMaskedLM(cfg).to(dev)
+    b, s = (2, 16) if tiny else (32, 128)
+    return Workload(model, _lm(model, cfg.vocab_size, b, s, dev), _adamw, lambda m: isinstance(m, BertLayer), None,
+                    f"{b}x{s}")
+
+
+def resnet50(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision ResNet-50 (weights=None), batch 64 x 224 px, fp32, SGD with momentum."""
+    tvm = _torchvision_models()
+    from torchvision.models.resnet import Bottleneck
+
+    model = tvm.resnet50(weights=None).to(dev)
+    b, px = (2, 32) if tiny else (64, 224)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(b, 3, px, px, generator=g).to(dev)
+    y = torch.randint(0, 1000, (b,), generator=g).to(dev)
+    return Workload(model, lambda m: F.cross_entropy(m(x), y),
+                    lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                    lambda m: isinstance(m, Bottleneck) and m.downsample is None, None, f"{b}x{px}px")
+
+
+def mlp(dev: torch.device, tiny: bool) -> Workload:
+    """8 blocks of Linear-GELU-Linear (hidden 4096: ~1 GB of fp32 gradients), batch 64, AdamW."""
+    hidden, blocks = (64, 2) if tiny else (4096, 8)
+    layers: list[nn.Module] = []
+    for _ in range(blocks):
+        layers += [nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, hidden)]
+    model = nn.Sequential(*layers).to(dev)
+    x = torch.randn(8 if tiny else 64, hidden, generator=torch.Generator().manual_seed(0)).to(dev)
+    return Workload(model, lambda m: m(x).float().pow(2).mean(), _adamw, lambda m: isinstance(m, nn.Linear), None,
+                    str(x.shape[0]))
+
+
+WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
+    "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
+    "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp,
+}
+
+
+def fsdp_policy(work: Workload) -> Any:
+    """FSDP's auto-wrap policy for the workload's unit predicate."""
+    import functools
+
+    from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy
+
+    return functools.partial(lambda_auto_wrap_policy, lambda_fn=work.wrap)

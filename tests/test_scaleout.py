@@ -1,0 +1,236 @@
+"""Scale-out from one GPU (timeline/scaleout.py): the laws (one rank is the identity, more bandwidth is never slower,
+more ranks never communicate less), the kept compute kernels, the dependencies the replay honours, the written trace,
+contention, and the refusal of a trace that is already distributed."""
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from habitat_trace import pipeline
+from habitat_trace.emit.writer import write_trace
+from habitat_trace.errors import UnsupportedTraceError
+from habitat_trace.ingest import schema as S
+from habitat_trace.ingest.trace import load
+from habitat_trace.scale import collective as C
+from habitat_trace.scale import dataparallel as D
+from habitat_trace.scale.params import recover
+from habitat_trace.scale.prediction import COLLECTIVE_SYNTHESIZED, COPY_SYNTHESIZED, Prediction
+from habitat_trace.scale.specs import load_catalog
+from habitat_trace.timeline import scaleout as SO
+from habitat_trace.timeline.intervals import covered
+from habitat_trace.timeline.replay import replay
+from tests.conftest import DATA, MLP_FIXTURE, TRACES, assert_perfetto_ok, needs_shared
+
+CATALOG = load_catalog(None)
+STRATEGIES = st.sampled_from(D.STRATEGIES)
+
+
+@lru_cache(maxsize=None)
+def _base(target: str = "H100") -> tuple[Any, Prediction, Any]:
+    tables = load(MLP_FIXTURE)
+    origin = pipeline.resolve_origin(tables, CATALOG, None)
+    scaled = pipeline.scale(tables, origin, CATALOG.resolve(target))
+    return tables, scaled.prediction, scaled.host.clock
+
+
+@lru_cache(maxsize=None)
+def _params() -> Any:
+    return recover(_base()[0])
+
+
+def _iteration(out: SO.ScaledOut) -> float:
+    return pipeline.iteration_figures(out.synthesized.tables, out.timeline)[0]
+
+
+def _with_nvlink(p: Prediction, gbs: float) -> Prediction:
+    return replace(p, target=replace(p.target, extra={**p.target.extra, "nvlink_gbs": gbs}))
+
+
+@pytest.mark.parametrize("strategy", D.STRATEGIES)
+def test_one_rank_is_the_one_gpu_prediction(strategy: str) -> None:
+    tables, pred, clock = _base()
+    syn = SO.synthesize(tables, pred, D.ScaleOut(1, strategy))
+    assert syn.tables is tables and syn.prediction is pred and len(syn.added) == 0 and len(syn.plan.kernels) == 0
+    out = SO.scale_out(tables, pred, D.ScaleOut(1, strategy), clock)
+    alone = replay(tables, pred, clock)
+    assert np.array_equal(out.timeline.ts_ns, alone.ts_ns) and np.array_equal(out.timeline.dur_ns, alone.dur_ns)
+
+
+@given(strategy=STRATEGIES, world=st.integers(2, 16), gbs=st.floats(10.0, 2000.0), more=st.floats(1.0, 20.0))
+@example(strategy="ddp", world=2, gbs=10.0, more=20.0)
+def test_more_bandwidth_is_never_slower(strategy: str, world: int, gbs: float, more: float) -> None:
+    tables, pred, clock = _base()
+    so = D.ScaleOut(world, strategy, gpus_per_node=16, interconnect="nvlink")
+    slow = SO.scale_out(tables, _with_nvlink(pred, gbs), so, clock, _params())
+    fast = SO.scale_out(tables, _with_nvlink(pred, gbs * more), so, clock, _params())
+    ks, kf = slow.synthesized.plan.kernels, fast.synthesized.plan.kernels
+    assert (kf["dur_ns"].to_numpy() <= ks["dur_ns"].to_numpy()).all()
+    assert _iteration(fast) <= _iteration(slow)
+    assert fast.timeline.gpu_end_ns.max() <= slow.timeline.gpu_end_ns.max()
+
+
+def _per_step(plan: D.Plan) -> Any:
+    k = plan.kernels[plan.kernels["collective"] != ""]
+    factor = [float(C.bus_factor(c, plan.scaleout.world_size)) for c in k["collective"]]
+    return k.assign(bus=k["nbytes"] * factor).groupby("step")[["bus", "dur_ns"]].sum()
+
+
+def _whole_nodes(ranks: int, per_node: int) -> int:
+    return ranks if ranks <= per_node else per_node * -(-ranks // per_node)
+
+
+@given(strategy=STRATEGIES, world=st.integers(2, 64), more=st.integers(1, 64), per_node=st.sampled_from([2, 4, 8]))
+@example(strategy="fsdp", world=8, more=1, per_node=8)  # 8 -> 16 ranks: a second node
+def test_more_ranks_never_communicate_less(strategy: str, world: int, more: int, per_node: int) -> None:
+    """Per step, the bytes each rank moves (message x nccl-tests' bus factor) and the collectives' time never fall as
+    ranks are added, on one node or on whole nodes (NCCL's tree latency counts nRanks / nNodes with integer
+    division, tuning.cc, so 17 ranks on 9 nodes of 2 price as 1 per node: a fill no deployment has)."""
+    tables, pred, _ = _base()
+    n, m = _whole_nodes(world, per_node), _whole_nodes(world + more, per_node)
+    small = _per_step(D.plan(tables, _params(), pred.target, D.ScaleOut(n, strategy, gpus_per_node=per_node)))
+    big = _per_step(D.plan(tables, _params(), pred.target, D.ScaleOut(m, strategy, gpus_per_node=per_node)))
+    assert (big["bus"] >= small["bus"] - 1e-6).all() and (big["dur_ns"] >= small["dur_ns"]).all()
+
+
+@pytest.mark.parametrize("strategy", D.STRATEGIES)
+def test_compute_kernels_are_kept_and_every_time_is_positive(strategy: str) -> None:
+    tables, pred, clock = _base()
+    out = SO.scale_out(tables, pred, D.ScaleOut(4, strategy), clock)
+    syn = out.synthesized
+    new = syn.tables.gpu
+    at = dict(zip(new[S.EVENT].tolist(), range(len(new))))
+    rows = np.array([at[e] for e in tables.gpu[S.EVENT].tolist()])
+    assert len(new) == len(tables.gpu) + len(syn.plan.kernels) and len(syn.added) == len(syn.plan.kernels)
+    assert set(rows.tolist()).isdisjoint(syn.added.tolist())
+    assert (new[S.NAME].to_numpy()[rows] == tables.gpu[S.NAME].to_numpy()).all()
+    opt = new[S.ROOT_OP_NAME].str.startswith("Optimizer.step").to_numpy()[rows]
+    same = syn.prediction.dur_ns[rows] == pred.dur_ns
+    assert same.all() if strategy == "ddp" else (same[~opt].all() and (~same[opt]).any())
+    assert (syn.prediction.dur_ns >= 1).all() and (syn.plan.kernels["dur_ns"] > 0).all()
+    assert (out.timeline.gpu_end_ns >= out.timeline.gpu_start_ns).all()
+    want = np.where(syn.plan.kernels["collective"] != "", COLLECTIVE_SYNTHESIZED, COPY_SYNTHESIZED)
+    assert (syn.prediction.method[syn.added] == want).all()
+    assert (new[S.KCLASS].to_numpy()[syn.added][want == COLLECTIVE_SYNTHESIZED] == "nccl").all()
+
+
+def _launch_ts(tables: Any) -> np.ndarray:
+    launch = tables.gpu[S.LAUNCH].to_numpy()
+    return np.where(launch >= 0, tables.calls[S.TS].to_numpy()[np.maximum(launch, 0)], -1)
+
+
+@pytest.mark.parametrize("strategy", D.STRATEGIES)
+@pytest.mark.parametrize("target", ["H100", "T4"])  # launch-bound; GPU-bound (the CPU runs ahead of the GPU)
+def test_the_replay_honours_every_dependency(strategy: str, target: str) -> None:
+    """A collective starts after the compute work launched before its ``after_ns`` ends; at a wait, the first compute
+    kernel launched after it starts after what the communication stream had launched ends (the optimizer after the
+    last all-reduce or reduce-scatter, a unit's forward after its all-gather)."""
+    tables, pred, clock = _base(target)
+    out = SO.scale_out(tables, pred, D.ScaleOut(2, strategy), clock)
+    syn, tl = out.synthesized, out.timeline
+    g, lts = syn.tables.gpu, _launch_ts(syn.tables)
+    role = np.full(len(g), "compute", dtype=object)
+    role[syn.added] = syn.plan.kernels["role"].to_numpy()
+    compute = np.flatnonzero((role == "compute") & (g[S.STREAM].to_numpy() == 7) & (lts >= 0))
+    checked = 0
+    for row, k in zip(syn.added, syn.plan.kernels.itertuples()):
+        if k.after_ns >= 0:
+            before = compute[lts[compute] < k.after_ns]
+            if len(before):
+                checked += 1
+                assert tl.gpu_start_ns[row] >= tl.gpu_end_ns[before[np.argmax(lts[before])]]
+    for w in syn.plan.waits.itertuples():
+        on = np.flatnonzero((role == w.role) & (lts < w.at_ns))
+        after = compute[lts[compute] > w.at_ns + 1]
+        if len(on) and len(after):
+            checked += 1
+            assert tl.gpu_start_ns[after[np.argmin(lts[after])]] >= tl.gpu_end_ns[on[np.argmax(lts[on])]]
+    assert checked >= len(syn.plan.waits)
+
+
+@pytest.mark.parametrize("strategy", D.STRATEGIES)
+def test_the_written_trace_shows_the_communication_stream(tmp_path: Path, strategy: str) -> None:
+    tables, pred, clock = _base()
+    out = SO.scale_out(tables, pred, D.ScaleOut(2, strategy), clock)
+    path = write_trace(out.synthesized.tables, out.timeline, out.synthesized.prediction,
+                       tmp_path / "n2.pt.trace.json.gz", {})
+    assert_perfetto_ok(path, MLP_FIXTURE)
+    back = load(path)
+    names = [e["args"]["name"] for e in back.events if isinstance(e, dict) and e.get("name") == "thread_name"]
+    assert any("synthesized" in n and "stream" in n for n in names)
+    nccl = back.gpu[back.gpu[S.KCLASS] == "nccl"]
+    assert len(nccl) == (out.synthesized.plan.kernels["collective"] != "").sum()
+    assert (nccl[S.STREAM] != 7).all() and (nccl[S.DUR] > 0).all()
+
+
+def test_contention_only_slows_what_a_collective_overlaps() -> None:
+    tables, pred, clock = _base()
+    slow_link = _with_nvlink(pred, 2.0)  # 1 GB/s per direction: the all-reduces overlap the rest of the backward
+    free = SO.scale_out(tables, slow_link, D.ScaleOut(4, "ddp"), clock)
+    busy = SO.scale_out(tables, slow_link, D.ScaleOut(4, "ddp", comm_sm_share=0.3), clock)
+    before, after = free.synthesized.prediction.dur_ns, busy.synthesized.prediction.dur_ns
+    tl, syn = free.timeline, free.synthesized
+    coll = syn.added[syn.plan.kernels["collective"].to_numpy() != ""]
+    overlap = covered(tl.gpu_start_ns[coll], tl.gpu_end_ns[coll], tl.gpu_start_ns, tl.gpu_end_ns)
+    overlap[coll] = 0
+    assert (after >= before).all() and (after > before).any()
+    assert ((after > before) <= (overlap > 0)).all()  # only kernels a collective overlapped
+    assert _iteration(busy) >= _iteration(free)
+
+
+def test_communication_figures() -> None:
+    tables, pred, clock = _base()
+    fig = SO.scale_out(tables, pred, D.ScaleOut(8, "ddp"), clock).communication()
+    steps = fig[fig["step"] >= 0]
+    assert (steps["collectives"] > 0).all() and (steps["comm_busy_ns"] > 0).all()
+    assert ((steps["exposed_comm_ns"] >= 0) & (steps["exposed_comm_ns"] <= steps["comm_busy_ns"])).all()
+
+
+def test_a_distributed_trace_is_refused_and_one_rank_still_works() -> None:
+    hta = load(DATA / "a100_nccl_step5.json.gz")
+    origin = pipeline.resolve_origin(hta, CATALOG, None)
+    pred = pipeline.scale(hta, origin, CATALOG.resolve("H100")).prediction
+    assert SO.synthesize(hta, pred, D.ScaleOut(1)).tables is hta
+    with pytest.raises(UnsupportedTraceError, match="already a distributed trace.*rank 0 of 2"):
+        SO.synthesize(hta, pred, D.ScaleOut(2))
+
+
+@needs_shared
+@pytest.mark.parametrize("strategy", D.STRATEGIES)
+def test_gpt2_on_two_h100s(strategy: str) -> None:
+    """The shared GPT-2 step on 2 H100s: the buckets or units the module doc promises, and a step no shorter than the
+    one-GPU compute minus FSDP's halved optimizer."""
+    tables = load(TRACES / "h100-sxm" / "gpt2_b8_s1024_amp.pt.trace.json.gz")
+    origin = pipeline.resolve_origin(tables, CATALOG, None)
+    scaled = pipeline.scale(tables, origin, origin)
+    out = SO.scale_out(tables, scaled.prediction, D.ScaleOut(2, strategy), scaled.host.clock)
+    k = out.synthesized.plan.kernels
+    per_step = (k["collective"] != "").groupby(k["step"]).sum()
+    assert per_step.tolist() == ([14, 14] if strategy == "ddp" else [38, 38])  # 14 buckets; 1 + 12 x 3 + 1
+    one, many = pipeline.iteration_figures(tables, scaled.timeline)[0], _iteration(out)
+    assert many > one if strategy == "ddp" else many > 0.9 * one
+
+
+def test_the_fallback_warning_travels_with_the_result() -> None:
+    """Without AccumulateGrad the parameters come from the weight ops: the result says so, and moves the same bytes."""
+    import gzip
+    import json
+
+    from habitat_trace.ingest.trace import from_document
+
+    doc = json.loads(gzip.decompress(MLP_FIXTURE.read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if "AccumulateGrad" not in str(e.get("name", ""))]
+    bare = from_document(MLP_FIXTURE, doc)
+    tables, pred, clock = _base()
+    scaled = pipeline.scale(bare, pred.origin, pred.target)
+    so = D.ScaleOut(2, "ddp")
+    real, fallback = SO.scale_out(tables, pred, so, clock), SO.scale_out(bare, scaled.prediction, so, clock)
+    assert any("weight ops" in w for w in fallback.warnings) and real.warnings == ()
+    moved = [o.synthesized.plan.kernels.query("collective != ''")["nbytes"].sum() for o in (real, fallback)]
+    assert moved[0] == moved[1] > 0
