@@ -89,3 +89,32 @@ def write(doc: dict[str, Any], path: Path) -> Path:
     with gzip.open(path, "wt") as f:
         json.dump(doc, f)
     return path
+
+
+def launch_bound_trace(rank: int = 0, world: int = 2, launches: int = 1200, kernel_us: float = 20.0,
+                       device: str = "NVIDIA H100 80GB HBM3") -> dict[str, Any]:
+    """One ProfilerStep that launches more kernels on one stream than the launch queue holds (1021), each short
+    to launch and long to run, then synchronizes: a replay must block the launches once the queue is full."""
+    pid, tid, t = 100 + rank, 1, 1000.0
+    ev: list[dict[str, Any]] = []
+    gpu_free = t
+    for i in range(launches):
+        corr = i + 1
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::add_", "pid": pid, "tid": tid, "ts": t, "dur": 3,
+                   "args": {"External id": corr, "Input Dims": [[4096, 1024], [4096, 1024]],
+                            "Input type": ["float", "float"]}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid,
+                   "ts": t + 1, "dur": 1, "args": {"correlation": corr, "External id": corr}})
+        start = max(t + 2, gpu_free)
+        ev.append({"ph": "X", "cat": "kernel", "name": "elementwise_add_kernel", "pid": 0, "tid": 7, "ts": start,
+                   "dur": kernel_us, "args": {"device": 0, "stream": 7, "correlation": corr, "External id": corr,
+                                              "grid": [4096, 1, 1], "block": [256, 1, 1], "registers per thread": 32,
+                                              "shared memory": 0}})
+        gpu_free, t = start + kernel_us, t + 4
+    ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": pid, "tid": tid, "ts": t,
+               "dur": gpu_free - t + 5, "args": {"correlation": launches + 1}})
+    end = gpu_free + 10
+    ev.insert(0, {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": pid, "tid": tid, "ts": 1000.0,
+                  "dur": end - 1000.0, "args": {}})
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device, "numSms": 132}], "traceEvents": ev,
+            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world, "nccl_version": "2.17.1"}}
