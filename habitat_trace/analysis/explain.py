@@ -46,7 +46,7 @@ def explain(run: Run, targets: Sequence[GpuSpec], top: int = 15) -> Explanation:
         replay = run.replay(target)
         steps += step_rows(run.baseline(), replay)
         slow = replay.slowest()
-        ops_t, kernels_t = changes(slow, top)
+        ops_t, kernels_t = changes(slow, top, None if run.single else slow.rank.number)
         ops.append(ops_t)
         kernels.append(kernels_t)
         warnings += [f"{target.name}: {w}" for w in replay.warnings]
@@ -73,8 +73,9 @@ def step_rows(before: Replay, after: Replay) -> list[dict[str, Any]]:
     return rows
 
 
-def changes(after: RankReplay, top: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The ``top`` ops and kernels of one rank whose GPU time changes most (module doc)."""
+def changes(after: RankReplay, top: int, rank: Optional[int] = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``top`` ops and kernels of one rank (``rank``: its number, None for a run of one) whose GPU time changes
+    most (module doc)."""
     from habitat_trace.analysis.kernels import kernel_report
 
     tables = after.tables
@@ -84,7 +85,7 @@ def changes(after: RankReplay, top: int) -> tuple[pd.DataFrame, pd.DataFrame]:
         report = report[report["step"] >= 0]
     gpu_ms = report["dur_target_ns"].sum() / steps / 1e6
     denominator = max(after.headline.iteration_ms, gpu_ms)
-    head = {"target": after.target.name, "rank": after.rank.number}
+    head = {"target": after.target.name, "rank": rank}
     return (pd.DataFrame([{**head, **r} for r in _groups(report, "root_op_name", steps, denominator, top)]),
             pd.DataFrame([{**head, **r} for r in _groups(report, "name", steps, denominator, top)]))
 

@@ -44,7 +44,8 @@ def report(predicted: Path, measured: Path, options: Options, top: int = 10) -> 
     tables: dict[str, list[pd.DataFrame]] = {"steps": [], "matched": [], "worst_ops": [], "worst_kernels": []}
     for rank, v in parts:
         for name in tables:
-            tables[name].append(getattr(v, name).assign(rank=rank))
+            frame = getattr(v, name)
+            tables[name].append(frame.assign(rank=rank)[["rank", *frame.columns]])
     frames = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
     n = int(frames["steps"]["steps_compared"].iat[0])
     return Report((Table("steps", f"per step (mean of {n} steps): predicted {Path(predicted).name}, measured "
