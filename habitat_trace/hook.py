@@ -9,7 +9,7 @@ target names fail when the handler is made, before training starts.
 ``schedule(wait=, warmup=, active=)`` is ``torch.profiler.schedule`` that also notes the wall time at every step
 boundary; with it, the handler writes the un-profiled steps' times (the ``wait`` steps, which the profiler does
 not record) into the trace as ``habitat_unprofiled_step_ns``, and every prediction takes the origin's real
-iteration from there instead of estimating the profiler's overhead (pipeline.py).
+iteration from there instead of estimating the profiler's overhead (pipeline/host.py).
 """
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ def host_clock(tables: Tables, host: Host = Host()) -> HostClock:
 
 
 def overhead_removed(tables: Tables) -> bool:
-    """True for a trace habitat-trace wrote with the profiler's overhead already removed (Scaled.record)."""
+    """True for a trace habitat-trace wrote with the profiler's overhead already removed (host_record)."""
     block = tables.meta.get("habitat_trace")
     host = block.get("host") if isinstance(block, dict) else None
     return isinstance(host, dict) and host.get("profiler_overhead_removed") is True
