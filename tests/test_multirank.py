@@ -146,3 +146,34 @@ def test_ranks_run_on_their_host_clocks(tmp_path: Path) -> None:
     assert (default["iteration_ms"] <= kept["iteration_ms"] + 1e-9).all()
     assert (slow["iteration_ms"] >= default["iteration_ms"] - 1e-9).all()
     assert (slow["iteration_ms"] > default["iteration_ms"]).any()  # the CPU clock reaches the joint replay
+
+
+def test_the_api_takes_a_directory_of_ranks(tmp_path: Path) -> None:
+    """habitat_trace.load(DIR): the same run object the CLI uses; kernels and ops carry the rank; scale replays the
+    ranks jointly; write puts one file per rank into a directory; summary names its rank."""
+    d = rank_dir(tmp_path, 3)
+    run = habitat_trace.load(d)
+    assert "ranks=3" in repr(run) and sorted(set(run.kernels["rank"])) == [0, 1, 2]
+    a100 = run.scale(to="A100")
+    cli_run = Run.open(d, Options(CATALOG)).replay(CATALOG.resolve("A100"))
+    for i in range(3):
+        mine = a100.kernels[a100.kernels["rank"] == i]["dur_ns"].to_numpy()
+        assert np.array_equal(mine, cli_run.ranks[i].prediction.dur_ns)  # the joint durations (collectives wait)
+    out = tmp_path / "out"
+    out.mkdir()
+    a100.write(out)
+    assert sorted(p.name for p in out.iterdir()) == [f"rank{r}.a100-sxm4-80gb.pt.trace.json.gz" for r in range(3)]
+    assert a100.summary(rank=2)["scaled"]["target"] == "A100 SXM4 80GB"
+    with pytest.raises(habitat_trace.errors.HabitatTraceError, match="pass rank="):
+        a100.summary()
+
+
+def test_validate_pairs_the_ranks_of_two_directories(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    d, out = rank_dir(tmp_path), tmp_path / "pred"
+    out.mkdir()
+    main(["scale", str(d), "--to", "V100", "-o", str(out), "--keep-profiler-overhead"])
+    capsys.readouterr()
+    main(["validate", str(out), str(d), "--format", "json"])
+    steps = json.loads(capsys.readouterr().out)["steps"]
+    assert sorted({r["rank"] for r in steps}) == [0, 1]
+    assert all(abs(r["error_pct"]) < 1e-9 for r in steps)  # each rank against its own measured trace

@@ -21,10 +21,10 @@ from habitat_trace.commands.render import Column, Report, Table, to_json
 from habitat_trace.errors import HabitatTraceError, OutputError
 from habitat_trace.pipeline import Options
 from habitat_trace.pipeline.document import output_name
+from habitat_trace.pipeline.run import REPORT_NAME
 from habitat_trace.scale.gpu import GpuSpec
 
 STDOUT = "-"
-SUMMARY = "summary.json"
 ROW_COLUMNS = ("trace", "rank", "origin", "target", "origin_iteration_ms", "iteration_ms", "speedup",
                "gpu_busy_ms", "methods", "warnings", "output", "error")
 SHOWN = (Column("trace", "trace", text=True), Column("rank", "rank", "d", optional=True),
@@ -69,7 +69,7 @@ def report(trace: Path, to: list[str], out: str, options: Options, jobs: int = 1
     if Path(trace).is_dir():
         from habitat_trace.emit.writer import write_bytes
 
-        write_bytes((to_json(result) + "\n").encode(), Path(out) / SUMMARY)
+        write_bytes((to_json(result) + "\n").encode(), Path(out) / REPORT_NAME)
     failed = [r for r in rows if r.get("error")]
     if failed:
         raise ReportedError(result, f"{trace}: {len({r['trace'] for r in failed})} of {len(files)} traces failed "

@@ -27,6 +27,7 @@ from habitat_trace.timeline.replay import Timeline
 from habitat_trace.timeline.steps import StepFigures, replayed_step_figures
 
 TRACE_GLOBS = ("*.json", "*.json.gz")
+REPORT_NAME = "summary.json"  # the report ``scale DIR`` writes beside its outputs: a directory's file, not a trace
 
 
 def catalog_gpu(catalog: object, device_name: Optional[str]) -> Optional[GpuSpec]:
@@ -207,10 +208,11 @@ class Run:
 
 
 def trace_files(path: Path) -> list[Path]:
-    """A file: itself; a directory: its traces (*.json, *.json.gz), sorted; one error when there are none."""
+    """A file: itself; a directory: its traces (*.json, *.json.gz but REPORT_NAME), sorted; one error when there
+    are none."""
     if not path.is_dir():
         return [path]
-    files = sorted({p for g in TRACE_GLOBS for p in path.glob(g) if p.is_file()})
+    files = sorted({p for g in TRACE_GLOBS for p in path.glob(g) if p.is_file() and p.name != REPORT_NAME})
     if not files:
         raise TraceFormatError(f"{path}: no trace files (*.json, *.json.gz) in this directory; "
                                "put one torch.profiler trace per rank there")
