@@ -131,7 +131,6 @@ def scale_unit(unit: Unit, options: Options, paths: dict[tuple[Path, str], Path]
     """Load the unit's run, and write each rank on each of its targets (stopping before a write once ``stop`` is
     set); its rows. Errors of the input are a row each (raised with ``raise_errors``). A signal that lands after a
     write's rename still counts that output as written (it is whole: the rename is atomic). ``say``: each step."""
-    from habitat_trace.commands.scale import error_rows, output_row
     from habitat_trace.emit.writer import write_trace
     from habitat_trace.pipeline import Run
     from habitat_trace.pipeline.document import target_document
@@ -165,6 +164,22 @@ def scale_unit(unit: Unit, options: Options, paths: dict[tuple[Path, str], Path]
             rows.append(output_row(pending[0], pending[1], pending[2], len(unit.files) == 1))
         return UnitResult(rows, "SIGINT" if isinstance(exc, KeyboardInterrupt) else "SIGTERM")
     return UnitResult(rows)
+
+
+def output_row(base: Any, rr: Any, written: Path, single: bool) -> dict[str, Any]:
+    """The report's row for one written trace (``base``: the rank on its origin; ``rr``: on the target)."""
+    from habitat_trace.pipeline.document import method_counts
+
+    it0, it = base.headline.iteration_ms, rr.headline.iteration_ms
+    return {"trace": rr.tables.path.name, "rank": None if single else rr.rank.number, "origin": rr.origin.name,
+            "target": rr.target.name, "origin_iteration_ms": it0, "iteration_ms": it,
+            "speedup": it0 / it if it > 0 else None, "gpu_busy_ms": rr.headline.gpu_busy_ms,
+            "methods": method_counts(rr.prediction), "warnings": list(rr.prediction.warnings),
+            "output": "stdout" if str(written) == "-" else str(written), "error": None}
+
+
+def error_rows(files: list[Path], error: str, target: Optional[str] = None) -> list[dict[str, Any]]:
+    return [{"trace": f.name, "target": target, "error": error} for f in files]
 
 
 def _stamp(path: Path) -> Optional[tuple[int, int]]:

@@ -1,7 +1,7 @@
 """What every command shares: progress on a terminal, and -q-aware messages.
 
--q (the CLI sets the root logger to ERROR) means errors only: ``note`` and ``warn`` print nothing, and the
-progress display is off. The progress display goes to stderr and only when stderr is a terminal; it is gone
+-q (the CLI sets the root logger to ERROR) means errors only: ``note`` prints nothing, and the progress display
+is off (the renderer prints a result's warnings unless -q). The progress display goes to stderr and only when stderr is a terminal; it is gone
 (cleared) before a command prints its result, so a table never lands beside a spinner.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 import sys
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import typer
 
@@ -23,11 +23,6 @@ def note(line: str, err: bool = False) -> None:
     """A command's one-line result (``scale``'s summary, ``check``'s ok): silent under -q."""
     if not quiet():
         typer.echo(line, err=err)
-
-
-def warn(line: str) -> None:
-    if not quiet():
-        typer.echo(f"warning: {line}", err=True)
 
 
 @contextmanager

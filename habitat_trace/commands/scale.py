@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pandas as pd
 
@@ -105,19 +105,3 @@ def slowest(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["target", "trace", "rank", "origin_iteration_ms", "iteration_ms"])
     idx = ok.groupby("target", sort=False)["iteration_ms"].idxmax()
     return ok.loc[idx, ["target", "trace", "rank", "origin_iteration_ms", "iteration_ms"]].reset_index(drop=True)
-
-
-def output_row(base: Any, rr: Any, written: Path, single: bool) -> dict[str, Any]:
-    """The report's row for one written trace (``base``: the rank on its origin; ``rr``: on the target)."""
-    from habitat_trace.pipeline.document import method_counts
-
-    it0, it = base.headline.iteration_ms, rr.headline.iteration_ms
-    return {"trace": rr.tables.path.name, "rank": None if single else rr.rank.number, "origin": rr.origin.name,
-            "target": rr.target.name, "origin_iteration_ms": it0, "iteration_ms": it,
-            "speedup": it0 / it if it > 0 else None, "gpu_busy_ms": rr.headline.gpu_busy_ms,
-            "methods": method_counts(rr.prediction), "warnings": list(rr.prediction.warnings),
-            "output": "stdout" if str(written) == STDOUT else str(written), "error": None}
-
-
-def error_rows(files: list[Path], error: str, target: Optional[str] = None) -> list[dict[str, Any]]:
-    return [{"trace": f.name, "target": target, "error": error} for f in files]
