@@ -119,7 +119,7 @@ def tensorboard_trace_handler(dir_name: str | Path, to: Sequence[str] = ("A100",
         original = out_dir / f"{worker}.{stamp}{TRACE_SUFFIX}"
         prof.export_chrome_trace(str(original))
         try:
-            return [original, *_scale(original, worker, stamp, out_dir, targets, options)]
+            return [original, *_scaled_copies(original, worker, stamp, out_dir, targets, options)]
         except HabitatTraceError as exc:
             level = logging.DEBUG if warned else logging.WARNING
             log.log(level, "habitat-trace: wrote %s but no scaled traces: %s", original, exc)
@@ -129,7 +129,7 @@ def tensorboard_trace_handler(dir_name: str | Path, to: Sequence[str] = ("A100",
     return handler
 
 
-def _scale(original: Path, worker: str, stamp: int, out_dir: Path, targets: list[tuple[str, Any]],
+def _scaled_copies(original: Path, worker: str, stamp: int, out_dir: Path, targets: list[tuple[str, Any]],
            options: Any) -> list[Path]:
     from habitat_trace.emit.writer import write_trace
     from habitat_trace.errors import UnsupportedTraceError
