@@ -63,6 +63,7 @@ class Pty:
         def controlling_tty() -> None:
             os.setsid()
             fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+            default_signals()
 
         self.proc = subprocess.Popen([sys.executable, "-m", "habitat_trace", *map(str, args)], stdin=slave,
                                      stdout=subprocess.PIPE if stdout_pipe else slave, stderr=slave, cwd=ROOT,
@@ -98,6 +99,13 @@ class Pty:
         code = self.proc.wait(timeout=max(end - time.monotonic(), 1))
         os.close(self.master)
         return code
+
+
+def default_signals() -> None:
+    """In a child about to exec: SIGINT as a shell gives a foreground command. A test run started in the
+    background of a non-interactive shell ignores SIGINT, and children inherit that (Python then installs no
+    KeyboardInterrupt), so every ^C test would hang."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _feed_fifo(fifo: Path, data: bytes) -> threading.Thread:

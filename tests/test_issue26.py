@@ -20,7 +20,7 @@ from habitat_trace.pipeline import Options, Run
 from habitat_trace.scale.specs import load_catalog
 from tests.conftest import MLP_FIXTURE, ROOT, TRACES, needs_shared
 from tests.dist_helpers import ddp_trace, launch_bound_trace, write
-from tests.test_cli_process import ANSI, Pty, _env, cli
+from tests.test_cli_process import ANSI, Pty, _env, cli, default_signals
 
 CATALOG = load_catalog(None)
 
@@ -145,7 +145,8 @@ def test_issue26_item3_ctrl_c_stops_a_directory_at_once(tmp_path: Path, how: str
         proc, stop = term.proc, lambda: os.write(term.master, b"\x03")
     else:
         proc = subprocess.Popen([sys.executable, "-m", "habitat_trace", *map(str, args)], cwd=ROOT, env=_env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                preexec_fn=default_signals)
         stop = lambda: os.kill(proc.pid, signal.SIGINT)  # noqa: E731
     end = time.monotonic() + 120
     while len(_outputs(out)) < 3 and proc.poll() is None:
