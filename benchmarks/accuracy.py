@@ -95,6 +95,11 @@ def predicted_figures(scaled):
     return scaled.step_figures().table
 
 
+def replayed(catalog, trace, origin, target, host: pipeline.Host = pipeline.Host()) -> pipeline.RankReplay:
+    """The trace on ``target`` by the path every command takes (pipeline.Run, one rank)."""
+    return pipeline.Run([trace], pipeline.Options(catalog, origin=origin, host=host)).replay(target).ranks[0]
+
+
 def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[str, ...] = (),
         heldout: Path | None = None) -> list[dict]:
     catalog = load_catalog(SM_SPECS)
@@ -110,12 +115,12 @@ def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[st
             measured = load_for(dataset, folder / m["trace"])
             origin = catalog.for_device(trace.device_name)
             target = catalog.resolve(target_name(m))
-            scaled = pipeline.scale(trace, origin, target)
+            scaled = replayed(catalog, trace, origin, target)
             same = cache.get(("identity", o["trace"])) or cache.setdefault(("identity", o["trace"]),
-                                                                           pipeline.scale(trace, origin, origin))
+                                                                           replayed(catalog, trace, origin, origin))
             pred = scaled.prediction
             # trace against trace: the measured trace ran under the profiler too, so keep its overhead here
-            profiled = pipeline.scale(trace, origin, target, pipeline.Host(keep_profiler_overhead=True))
+            profiled = replayed(catalog, trace, origin, target, pipeline.Host(keep_profiler_overhead=True))
             got = predicted_figures(profiled)
             want = step_figures(measured.steps, measured.gpu).table
             base = step_figures(trace.steps, trace.gpu).table
@@ -128,15 +133,16 @@ def run(shared: Path, only_sets: tuple[str, ...] = (), only_categories: tuple[st
                    "measured_cpu_step_ms": want.cpu_ns.mean() / 1e6, "predicted_cpu_step_ms": got.cpu_ns.mean() / 1e6,
                    "origin_bound": _bound(base), "measured_bound": _bound(want), "predicted_bound": _bound(got)}
             row.update(_class_times(trace, pred, measured))
-            row.update(iteration_columns(pipeline.headline(same)[0], pipeline.headline(scaled)[0], o, m))
+            row.update(iteration_columns(same.headline.iteration_ms, scaled.headline.iteration_ms, o, m))
             # what compare reported before issue 16: the iteration with the profiler's overhead kept
-            row["profiled_iteration_error_pct"] = judged_error(pipeline.headline(profiled)[0], float(m["median_ms"]),
+            row["profiled_iteration_error_pct"] = judged_error(profiled.headline.iteration_ms, float(m["median_ms"]),
                                                                float(m["steady_wall_ms"]))
             speed = host_speed(trace, measured)
-            matched = scaled if speed == 1.0 else pipeline.scale(trace, origin, target, pipeline.Host(cpu_speed=speed))
+            matched = scaled if speed == 1.0 else replayed(catalog, trace, origin, target,
+                                                           pipeline.Host(cpu_speed=speed))
             row["host_speed"] = speed
             row.update({f"host_matched_{k}": v for k, v in iteration_columns(
-                pipeline.headline(same)[0], pipeline.headline(matched)[0], o, m).items()
+                same.headline.iteration_ms, matched.headline.iteration_ms, o, m).items()
                 if k in ("predicted_iteration_ms", "iteration_error_pct", "predicted_speedup", "speedup_error_pct")})
             row["busy_error_pct"] = 100 * (row["predicted_busy_ms"] / row["measured_busy_ms"] - 1)
             row["identity_error_pct"] = 100 * (row["origin_busy_ms"] / row["measured_busy_ms"] - 1)

@@ -6,6 +6,7 @@ SIGTERM 143 (128 + the signal), after the writers have removed their temporary f
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import sys
@@ -21,20 +22,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE: a bug of ours, not the user's input
 INTERRUPT_EXIT = 130  # 128 + SIGINT, what shells report for Ctrl-C
 TERMINATED_EXIT = 128 + signal.SIGTERM  # 143: timeout, job schedulers, `docker stop`
-FormatOpt = typer.Option("table", "--format", metavar="table|json", help="table or json")
+FormatOpt = typer.Option("table", "--format", metavar="table|json|csv", help="table, json or csv")
 SpecsOpt = typer.Option(None, "--specs", metavar="TOML",
                         help="extra GPU catalog (TOML, [gpus.\"NAME\"] tables; may use base=)")
-TraceArg = typer.Argument(..., metavar="TRACE", help="torch.profiler trace (.json or .json.gz)")
+TraceArg = typer.Argument(..., metavar="TRACE", help="torch.profiler trace (.json or .json.gz), or a directory of "
+                                                     "one trace per rank")
 FromOpt = typer.Option(None, "--from", metavar="GPU", help="origin GPU when deviceProperties lack it")
-TO_HELP = "target GPUs: comma-separated or repeated (H100,A100,L4), or all (the whole catalog)"
-
-
-def _version(value: bool) -> None:
-    if value:
-        from habitat_trace import __version__
-
-        typer.echo(f"habitat-trace {__version__}")
-        raise typer.Exit()
+ToOpt = typer.Option(..., "--to", metavar="GPU[,GPU]|all",
+                     help="target GPUs: comma-separated or repeated (H100,A100,L4), or all (the whole catalog)")
+TopOpt = typer.Option(15, "--top", min=1, metavar="N", help="how many ops and kernels")
 # what-ifs for the target's collectives (scale/collective.py); default: the target's usual node from the catalog
 InterconnectOpt = typer.Option(None, "--interconnect", metavar="nvlink|pcie",
                                help="what-if: nvlink or pcie between the GPUs of a node")
@@ -47,10 +43,29 @@ KeepOverheadOpt = typer.Option(False, "--keep-profiler-overhead",
                                help="keep the profiler's host overhead in the replayed CPU timeline (default: removed)")
 
 
-def _host(cpu_speed: float, keep: bool) -> Any:
-    from habitat_trace.pipeline import Host
+def _version(value: bool) -> None:
+    if value:
+        from habitat_trace import __version__
 
-    return Host(cpu_speed=cpu_speed, keep_profiler_overhead=keep)
+        typer.echo(f"habitat-trace {__version__}")
+        raise typer.Exit()
+
+
+def _options(specs: Optional[Path], origin: Optional[str], cpu_speed: float = 1.0, keep: bool = False,
+             interconnect: Optional[str] = None, gpus_per_node: Optional[int] = None,
+             nodes: Optional[int] = None) -> Any:
+    """What every predicting command takes, parsed once (pipeline.Options): the same meaning for a file and a
+    directory, in every command."""
+    from habitat_trace.pipeline import Deployment, Host, Options
+
+    return Options.load(specs, origin, Host(cpu_speed, keep), Deployment(interconnect, gpus_per_node, nodes))
+
+
+def _render(report: Any, fmt: str, stderr: bool = False) -> None:
+    from habitat_trace.commands.common import quiet
+    from habitat_trace.commands.render import render
+
+    render(report, fmt, out=sys.stderr if stderr else sys.stdout, warn=not quiet())
 
 
 @app.callback()
@@ -69,111 +84,130 @@ def _root(verbose: int = typer.Option(0, "--verbose", "-v", count=True, metavar=
 @app.command()
 def inspect(trace: Path = TraceArg, fmt: str = FormatOpt,
             top: int = typer.Option(10, "--top", min=1, metavar="N", help="how many top kernels")) -> None:
-    """Summarize a trace: origin GPU, steps, CPU/GPU time per step, kernels by class, top kernels."""
+    """Summarize a trace (or each trace of a directory): origin GPU, steps, CPU/GPU time per step, kernels by
+    class, top kernels."""
     from habitat_trace.commands import inspect as cmd
+    from habitat_trace.commands.render import check_format
 
-    cmd.run(trace, fmt=fmt, top=top)
+    _render(cmd.report(trace, top=top), check_format(fmt))
 
 
 @app.command()
 def gpus(specs: Optional[Path] = SpecsOpt, fmt: str = FormatOpt) -> None:
     """List the GPU catalog (with --specs entries)."""
     from habitat_trace.commands import gpus as cmd
+    from habitat_trace.commands.render import check_format
 
-    cmd.run(specs=specs, fmt=fmt)
+    _render(cmd.report(specs), check_format(fmt))
 
 
 @app.command()
-def scale(trace: Path = TraceArg,
-          to: List[str] = typer.Option(..., "--to", metavar="GPU[,GPU]|all", help=TO_HELP),
-          out: Path = typer.Option(..., "-o", "--out", metavar="PATH",
-                                   help="output trace (.json[.gz]); a directory for several --to; - for stdout (JSON)"),
+def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
+          out: str = typer.Option(..., "-o", "--out", metavar="PATH",
+                                  help="output trace (.json[.gz]); a directory (existing) for several traces or --to; "
+                                       "- for stdout (JSON)"),
           specs: Optional[Path] = SpecsOpt, origin: Optional[str] = FromOpt,
           interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
           nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
-          jobs: int = typer.Option(1, "--jobs", "-j", metavar="N",
-                                   help="TRACE a directory: traces scaled in parallel")) -> None:
-    """Write the trace as it would run on another GPU (TRACE a directory: every trace in it, one summary)."""
+          jobs: int = typer.Option(1, "--jobs", "-j", metavar="N", help="processes: traces and targets in parallel"),
+          fmt: str = FormatOpt) -> None:
+    """Write the trace as it would run on another GPU (TRACE a directory: every trace in it; the ranks of one
+    distributed run are replayed jointly); one report of what was written."""
     from habitat_trace.commands import scale as cmd
-    from habitat_trace.commands.ranks import deployment
+    from habitat_trace.commands.render import check_format
 
-    whatif = deployment(interconnect, gpus_per_node, nodes)
-    if trace.is_dir():
-        from habitat_trace.commands import batch
+    check_format(fmt)
+    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes)
+    try:
+        report = cmd.report(trace, to=to, out=out, options=options, jobs=jobs)
+    except cmd.ReportedError as exc:
+        _result(exc.report, fmt, out)
+        raise
+    _result(report, fmt, out)
 
-        batch.run(trace, to=to, out=out, specs=specs, origin=origin, jobs=jobs, whatif=whatif)
-        return
-    cmd.run(trace, to=to, out=out, specs=specs, origin=origin, whatif=whatif, host=_host(cpu_speed, keep))
+
+def _result(report: Any, fmt: str, out: str) -> None:
+    """scale's report: a result (not under -q); on stderr when the trace went to stdout."""
+    from habitat_trace.commands.common import quiet
+
+    if not quiet():
+        _render(report, fmt, stderr=out == "-")
 
 
 @app.command()
 def check(trace: Path = typer.Argument(..., metavar="TRACE", help="Chrome-trace JSON to check against Perfetto's "
                                                                    "import rules"),
           source: Optional[Path] = typer.Option(None, "--input", metavar="TRACE",
-                                                help="the trace `scale` read (default: the file named in the output's "
-                                                     "habitat_trace.input, beside it); its own violations only warn")
-          ) -> None:
+                                                help="the trace `scale` read (default: the violations its output "
+                                                     "records, else the file it names beside it); its own "
+                                                     "violations only warn"),
+          fmt: str = FormatOpt) -> None:
     """Check a trace against the rules Perfetto's JSON importer applies; exit 1 on violations."""
     from habitat_trace.commands import check as cmd
+    from habitat_trace.commands.render import check_format
 
-    cmd.run(trace, source=source)
+    from habitat_trace.commands.common import quiet
+
+    check_format(fmt)
+    report, errors = cmd.report(trace, source=source)
+    _render(dataclasses.replace(report, notes=()) if quiet() and not errors else report, fmt)  # -q: no "ok" line
+    if errors:
+        raise typer.Exit(1)
 
 
 @app.command()
-def compare(trace: Path = TraceArg,
-            to: List[str] = typer.Option(..., "--to", metavar="GPU[,GPU]|all", help=TO_HELP),
-            specs: Optional[Path] = SpecsOpt,
-            price: List[str] = typer.Option([], "--price", metavar="GPU=USD",
-                                            help="override a price: GPU=USD per hour (repeatable)"),
-            fmt: str = typer.Option("table", "--format", metavar="table|json|csv", help="table, json or csv"),
+def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path] = SpecsOpt,
+            price: List[str] = typer.Option([], "--price", metavar="GPU=USD[,GPU=USD]",
+                                            help="override a price: GPU=USD per hour (comma-separated or repeated)"),
+            fmt: str = FormatOpt,
             plot: Optional[Path] = typer.Option(None, "--plot", metavar="PNG",
                                                 help="write a PNG: iteration time and cost per GPU"),
             origin: Optional[str] = FromOpt,
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
             nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt) -> None:
-    """One trace against many GPUs: iteration time, speed-up, cost, memory fit (TRACE a directory of per-rank
+    """One run against many GPUs: iteration time, speed-up, cost, memory fit (TRACE a directory of per-rank
     traces: the slowest rank's step after a joint replay)."""
     from habitat_trace.commands import compare as cmd
-    from habitat_trace.commands.ranks import deployment, only_for_ranks
+    from habitat_trace.commands.render import check_format
 
-    whatif = deployment(interconnect, gpus_per_node, nodes)
-    only_for_ranks(trace, whatif)
-    cmd.run(trace, to=to, specs=specs, prices=price, fmt=fmt, plot=plot, origin=origin, whatif=whatif,
-            host=_host(cpu_speed, keep))
+    check_format(fmt)
+    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes)
+    _render(cmd.report(trace, to=to, options=options, prices=price, plot=plot), fmt)
 
 
 @app.command()
-def explain(trace: Path = TraceArg,
-            to: List[str] = typer.Option(..., "--to", metavar="GPU[,GPU]|all", help=TO_HELP),
-            specs: Optional[Path] = SpecsOpt,
-            top: int = typer.Option(15, "--top", min=1, metavar="N", help="how many ops and kernels"),
+def explain(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path] = SpecsOpt, top: int = TopOpt,
             fmt: str = FormatOpt, origin: Optional[str] = FromOpt,
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
             nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt) -> None:
-    """The ops and kernels whose time changes most on the target, and why (TRACE a directory of per-rank traces:
-    per rank, the collectives' transfer time against waiting for the other ranks)."""
+    """The ops and kernels whose time changes most on the target, and why; per rank, the step before and after
+    (TRACE a directory of per-rank traces: with the collectives' transfer time and the wait for the other ranks)."""
     from habitat_trace.commands import explain as cmd
-    from habitat_trace.commands.ranks import deployment, only_for_ranks
+    from habitat_trace.commands.render import check_format
 
-    whatif = deployment(interconnect, gpus_per_node, nodes)
-    only_for_ranks(trace, whatif)
-    cmd.run(trace, to=to, specs=specs, top=top, fmt=fmt, origin=origin, whatif=whatif, host=_host(cpu_speed, keep))
+    check_format(fmt)
+    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes)
+    _render(cmd.report(trace, to=to, options=options, top=top), fmt)
 
 
 @app.command()
-def validate(predicted: Path = typer.Argument(..., metavar="PREDICTED", help="trace written by `habitat-trace scale`"),
-             measured: Path = typer.Argument(..., metavar="MEASURED", help="trace measured on the target GPU"),
-             fmt: str = FormatOpt,
+def validate(predicted: Path = typer.Argument(..., metavar="PREDICTED",
+                                             help="trace written by `habitat-trace scale` (or a directory of them)"),
+             measured: Path = typer.Argument(..., metavar="MEASURED",
+                                            help="trace measured on the target GPU (or a directory, one per rank)"),
+             fmt: str = FormatOpt, specs: Optional[Path] = SpecsOpt,
              top: int = typer.Option(10, "--top", min=1, metavar="N", help="worst offenders to list")) -> None:
     """Compare a predicted trace with a measured one: step, op and kernel errors."""
     from habitat_trace.commands import validate as cmd
+    from habitat_trace.commands.render import check_format
 
-    cmd.run(predicted, measured, fmt=fmt, top=top)
+    check_format(fmt)
+    _render(cmd.report(predicted, measured, options=_options(specs, None), top=top), fmt)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
     """Entry point; ``argv`` (default: sys.argv[1:]) lets tests check the error -> exit code mapping in-process."""
-    from habitat_trace.errors import HabitatTraceError
+    from habitat_trace.errors import HabitatTraceError, Interrupted
 
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
@@ -185,6 +219,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    except Interrupted as exc:  # scale: a signal stopped the work; say what was written
+        _interrupted(exc)
     except (typer.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort; a KeyboardInterrupt outside it
         typer.echo("aborted", err=True)
         sys.exit(INTERRUPT_EXIT)
@@ -205,6 +241,19 @@ def main(argv: Optional[List[str]] = None) -> None:
         if code == INTERRUPT_EXIT:  # typer turns Ctrl-C into Exit(130)
             typer.echo("aborted", err=True)
         sys.exit(code)
+
+
+def _interrupted(exc: Any) -> None:
+    from habitat_trace.commands.common import quiet
+
+    done = [r for r in exc.rows if not r.get("error")]
+    if done and not quiet():
+        from habitat_trace.commands.scale import outputs_report
+
+        _render(outputs_report(exc.rows), "table", stderr=True)
+    typer.echo(f"{'terminated' if exc.exit_code == TERMINATED_EXIT else 'aborted'}: wrote {len(done)} traces before "
+               "the signal; nothing after it", err=True)
+    sys.exit(exc.exit_code)
 
 
 def _terminated(signum: int, frame: object) -> None:

@@ -34,3 +34,14 @@ class OutputError(HabitatTraceError):
     """The output path is unusable (missing directory, same as the input)."""
 
     exit_code = 5
+
+
+class Interrupted(BaseException):
+    """A signal (Ctrl-C, SIGTERM) stopped work that writes several outputs: ``rows`` report the outputs written
+    before it (none after it); the CLI prints them and exits ``exit_code`` (130 or 143). A BaseException, like
+    KeyboardInterrupt, so that no ``except Exception`` swallows it."""
+
+    def __init__(self, rows: list, exit_code: int) -> None:
+        super().__init__(f"interrupted after {len(rows)} outputs")
+        self.rows = rows
+        self.exit_code = exit_code

@@ -9,7 +9,7 @@ target names fail when the handler is made, before training starts.
 ``schedule(wait=, warmup=, active=)`` is ``torch.profiler.schedule`` that also notes the wall time at every step
 boundary; with it, the handler writes the un-profiled steps' times (the ``wait`` steps, which the profiler does
 not record) into the trace as ``habitat_unprofiled_step_ns``, and every prediction takes the origin's real
-iteration from there instead of estimating the profiler's overhead (pipeline.py).
+iteration from there instead of estimating the profiler's overhead (pipeline/host.py).
 """
 from __future__ import annotations
 
@@ -101,12 +101,15 @@ def tensorboard_trace_handler(dir_name: str | Path, to: Sequence[str] = ("A100",
     >>> callable(handler)
     True
     """
-    from habitat_trace.scale.specs import load_catalog
+    from habitat_trace.pipeline import Options
+    from habitat_trace.pipeline.options import ALL, split_list
 
-    catalog = load_catalog(Path(specs) if specs else None)
-    targets = [(worker_tag(name), catalog.resolve(name)) for name in to]  # a typo fails here, not mid-training
+    options = Options.load(specs, origin)  # the --specs file's name goes into the outputs, never its directory
+    names = split_list(list(to))
+    gpus = options.targets(names)  # a typo fails here, not mid-training
+    tags = names if len(names) == len(gpus) and ALL not in {n.lower() for n in names} else [g.name for g in gpus]
+    targets = [(worker_tag(tag), gpu) for tag, gpu in zip(tags, gpus)]
     out_dir = Path(dir_name)
-    spec_info = {"specs_file": str(specs) if specs else None}
     warned: list[bool] = []
 
     def handler(prof: Any) -> list[Path]:
@@ -116,7 +119,7 @@ def tensorboard_trace_handler(dir_name: str | Path, to: Sequence[str] = ("A100",
         original = out_dir / f"{worker}.{stamp}{TRACE_SUFFIX}"
         prof.export_chrome_trace(str(original))
         try:
-            return [original, *_scale(original, worker, stamp, out_dir, targets, catalog, origin, spec_info)]
+            return [original, *_scaled_copies(original, worker, stamp, out_dir, targets, options)]
         except HabitatTraceError as exc:
             level = logging.DEBUG if warned else logging.WARNING
             log.log(level, "habitat-trace: wrote %s but no scaled traces: %s", original, exc)
@@ -126,12 +129,13 @@ def tensorboard_trace_handler(dir_name: str | Path, to: Sequence[str] = ("A100",
     return handler
 
 
-def _scale(original: Path, worker: str, stamp: int, out_dir: Path, targets: list[tuple[str, Any]],
-           catalog: Any, origin: Optional[str], spec_info: dict[str, Any]) -> list[Path]:
-    from habitat_trace import pipeline
+def _scaled_copies(original: Path, worker: str, stamp: int, out_dir: Path, targets: list[tuple[str, Any]],
+           options: Any) -> list[Path]:
     from habitat_trace.emit.writer import write_trace
     from habitat_trace.errors import UnsupportedTraceError
     from habitat_trace.ingest import load
+    from habitat_trace.pipeline import Run
+    from habitat_trace.pipeline.document import target_document
 
     trace = load(original, require_gpu=False)
     if len(trace.gpu) == 0:
@@ -139,12 +143,11 @@ def _scale(original: Path, worker: str, stamp: int, out_dir: Path, targets: list
         raise UnsupportedTraceError(
             f"no GPU kernels to scale to {names} (CPU-only profile); profile with "
             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a CUDA device")
-    src = pipeline.resolve_origin(trace, catalog, origin)
+    run = Run([trace], options)
     written = []
     for tag, target in targets:
-        scaled = pipeline.scale(trace, src, target)
+        [rr] = run.replay(target).ranks
         out = out_dir / f"{worker}@{tag}.{stamp}{TRACE_SUFFIX}"
-        info = {"input": original.name, "worker": f"{worker}@{tag}", **spec_info}
-        written.append(write_trace(trace, scaled.timeline, scaled.prediction, out, {**info, **scaled.record()}))
-        log.info("habitat-trace: wrote %s (%s -> %s)", out, src.name, target.name)
+        written.append(write_trace(target_document(rr, {"worker": f"{worker}@{tag}"}), out))
+        log.info("habitat-trace: wrote %s (%s -> %s)", out, rr.origin.name, target.name)
     return written

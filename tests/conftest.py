@@ -44,20 +44,28 @@ def viewer(module: str, package: str) -> Any:
 
 
 def assert_perfetto_ok(output: Path | str, original: Path | str | None = None) -> None:
-    """Perfetto's JSON-import rules (habitat_trace.emit.check) on a trace a test wrote.
+    """Perfetto's JSON-import rules (habitat_trace.ingest.rules) on a trace a test wrote.
 
     With ``original``, violations the original already had are allowed (real Kineto traces have some);
     without it, the output must have none.
     """
-    from habitat_trace.emit.check import check_events, compare
     from habitat_trace.ingest.reader import read_document
+    from habitat_trace.ingest.rules import check_events
 
     events = read_document(Path(output))["traceEvents"]
     if original is None:
         errors = check_events(events)
     else:
-        errors, _ = compare(read_document(Path(original))["traceEvents"], events)
+        errors, _ = new_violations(read_document(Path(original))["traceEvents"], events)
     assert errors == [], f"{output}: " + "; ".join(map(str, errors[:5]))
+
+
+def new_violations(original: Any, output: Any) -> tuple[list[Any], list[Any]]:
+    """(errors, warnings): the Perfetto-rule violations of ``output`` its ``original`` did not have, and those it
+    had (events keep their index in our outputs)."""
+    from habitat_trace.ingest import rules
+
+    return rules.split(rules.check_events(output), rules.by_rule(rules.check_events(original)))
 
 
 def imports_torch(code: str) -> bool:

@@ -22,6 +22,21 @@ def comm_args(nelems: int, group: int, seq: Optional[int], with_size: bool = Tru
     return a
 
 
+def launched(pid: int, op: tuple[str, float, float, list], launch: tuple[float, float],
+             kernel: tuple[str, float, float, list[int], int, int], corr: int, ext: int) -> list[dict[str, Any]]:
+    """An op (name, ts, dur, input dims; fp32 inputs) on thread 1 that launches (ts, dur) one kernel (name, ts, dur,
+    grid, registers per thread, shared memory; 256 threads a block) on stream 7."""
+    name, ts, dur, dims = op
+    kname, kts, kdur, grid, regs, smem = kernel
+    return [{"ph": "X", "cat": "cpu_op", "name": name, "pid": pid, "tid": 1, "ts": ts, "dur": dur,
+             "args": {"External id": ext, "Input Dims": dims, "Input type": ["float"] * len(dims)}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": 1, "ts": launch[0],
+             "dur": launch[1], "args": {"correlation": corr, "External id": ext}},
+            {"ph": "X", "cat": "kernel", "name": kname, "pid": 0, "tid": 7, "ts": kts, "dur": kdur,
+             "args": {"device": 0, "stream": 7, "correlation": corr, "External id": ext, "grid": grid,
+                      "block": [256, 1, 1], "registers per thread": regs, "shared memory": smem}}]
+
+
 def ddp_trace(rank: int = 0, world: int = 2, device: str = "Tesla V100-SXM2-32GB", steps: int = 2,
               gemm_us: float = 500.0, nccl_us: float = 800.0, nelems: int = 25_000_000,
               with_size: bool = True, with_seq: bool = True, distributed: bool = True) -> dict[str, Any]:
@@ -33,16 +48,9 @@ def ddp_trace(rank: int = 0, world: int = 2, device: str = "Tesla V100-SXM2-32GB
         step_start = t
         body: list[dict[str, Any]] = []
         # GEMM
-        body.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": pid, "tid": tid, "ts": t, "dur": 30,
-                     "args": {"External id": ext, "Input Dims": [[1024, 1024], [1024, 1024]],
-                              "Input type": ["float", "float"]}})
-        body.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid,
-                     "ts": t + 10, "dur": 10, "args": {"correlation": corr, "External id": ext}})
         k0 = max(t + 25, gpu_free)
-        body.append({"ph": "X", "cat": "kernel", "name": GEMM, "pid": 0, "tid": 7, "ts": k0, "dur": gemm_us,
-                     "args": {"device": 0, "stream": 7, "correlation": corr, "External id": ext,
-                              "grid": [128, 8, 1], "block": [256, 1, 1], "registers per thread": 120,
-                              "shared memory": 16384}})
+        body += launched(pid, ("aten::mm", t, 30, [[1024, 1024], [1024, 1024]]), (t + 10, 10),
+                         (GEMM, k0, gemm_us, [128, 8, 1], 120, 16384), corr, ext)
         gpu_free = k0 + gemm_us
         t, corr, ext = t + 40, corr + 1, ext + 1
         # all-reduce on the NCCL stream, after the GEMM (DDP's bucket is ready)
@@ -89,3 +97,25 @@ def write(doc: dict[str, Any], path: Path) -> Path:
     with gzip.open(path, "wt") as f:
         json.dump(doc, f)
     return path
+
+
+def launch_bound_trace(rank: int = 0, world: int = 2, launches: int = 1200, kernel_us: float = 20.0,
+                       device: str = "NVIDIA H100 80GB HBM3") -> dict[str, Any]:
+    """One ProfilerStep that launches more kernels on one stream than the launch queue holds (1021), each short
+    to launch and long to run, then synchronizes: a replay must block the launches once the queue is full."""
+    pid, tid, t = 100 + rank, 1, 1000.0
+    ev: list[dict[str, Any]] = []
+    gpu_free = t
+    for i in range(launches):
+        corr = i + 1
+        start = max(t + 2, gpu_free)
+        ev += launched(pid, ("aten::add_", t, 3, [[4096, 1024], [4096, 1024]]), (t + 1, 1),
+                       ("elementwise_add_kernel", start, kernel_us, [4096, 1, 1], 32, 0), corr, corr)
+        gpu_free, t = start + kernel_us, t + 4
+    ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": pid, "tid": tid, "ts": t,
+               "dur": gpu_free - t + 5, "args": {"correlation": launches + 1}})
+    end = gpu_free + 10
+    ev.insert(0, {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": pid, "tid": tid, "ts": 1000.0,
+                  "dur": end - 1000.0, "args": {}})
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device, "numSms": 132}], "traceEvents": ev,
+            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world, "nccl_version": "2.17.1"}}

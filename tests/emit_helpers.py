@@ -35,3 +35,42 @@ def scaled(trace: Any, factor: float = 1.0, target: GpuSpec | None = None) -> Pr
     n = len(old)
     return Prediction(spec(), target or spec(), dur, np.full(n, method, dtype=object),
                       np.full(n, reason, dtype=object))
+
+
+def tables_of(path: Any, doc: dict[str, Any], require_gpu: bool = True) -> Any:
+    """Tables from a Kineto document already parsed (the whole-document path, whose events stay a list of dicts);
+    ``path`` names it in messages."""
+    from pathlib import Path
+
+    from habitat_trace.ingest.trace import _build, _meta
+
+    return _build(Path(path), _meta(doc), doc["traceEvents"], require_gpu)
+
+
+def rank_replay(trace: Any, timeline: Any, prediction: Prediction) -> Any:
+    """A hand-made prediction and its replay as a rank's replay (what pipeline.Run.replay returns), on the origin's
+    own host clock (nothing removed)."""
+    from habitat_trace.pipeline import HostClock, Options
+    from habitat_trace.pipeline.run import Rank, RankReplay
+    from habitat_trace.scale.specs import load_catalog
+    from habitat_trace.timeline.cpuclock import CpuClock
+
+    clock = HostClock(CpuClock.identity(), np.zeros(0, dtype=np.int64))
+    return RankReplay(Rank(trace, Options(load_catalog(None))), prediction, timeline, clock)
+
+
+def write_prediction(trace: Any, timeline: Any, prediction: Prediction, out: Any,
+                     extra: dict[str, Any] | None = None) -> Any:
+    """The target trace of a hand-made prediction, written by emit (``extra``: more header keys)."""
+    from habitat_trace.emit.writer import write_trace
+    from habitat_trace.pipeline.document import target_document
+
+    return write_trace(target_document(rank_replay(trace, timeline, prediction), extra), out)
+
+
+def document_bytes(trace: Any, timeline: Any, prediction: Prediction) -> bytes:
+    """The whole target document's JSON bytes, as emit streams them."""
+    from habitat_trace.emit.writer import pieces
+    from habitat_trace.pipeline.document import target_document
+
+    return b"".join(pieces(target_document(rank_replay(trace, timeline, prediction))))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -24,12 +25,13 @@ def test_uncompressed_size_reads_the_gzip_footer(tmp_path: Path) -> None:
 def test_jobs_capped_by_memory(tmp_path: Path) -> None:
     f = tmp_path / "t.json"
     f.write_bytes(b"x" * 1_000_000)
-    files = [f] * 8
-    n, note = plan_jobs(files, 8, memory=int(2.5 * PEAK_PER_BYTE * 1_000_000))
-    assert n == 2 and "capped to 2" in note
-    assert plan_jobs(files, 1, memory=10**12) == (1, "")
-    n, _ = plan_jobs(files, 8, memory=1)  # never below one worker
+    sizes = [uncompressed_size(f)] * 8
+    n, note = plan_jobs(sizes, 8, 8, memory=int(2.5 * PEAK_PER_BYTE * 1_000_000))
+    assert n == min(2, os.cpu_count() or 1) and ("capped to 2" in note or n == 1)
+    assert plan_jobs(sizes, 1, 8, memory=10**12) == (1, "")
+    n, _ = plan_jobs(sizes, 8, 8, memory=1)  # never below one worker
     assert n == 1
+    assert plan_jobs(sizes, 8, 1, memory=10**12)[0] == 1  # never more workers than work
 
 
 def test_scale_dir_in_parallel_with_one_summary(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -38,14 +40,15 @@ def test_scale_dir_in_parallel_with_one_summary(tmp_path: Path, capsys: pytest.C
     out.mkdir()
     for r in range(3):
         write(ddp_trace(rank=r, world=3, gemm_us=500 + 100 * r), d / f"rank{r}.pt.trace.json.gz")
-    main(["scale", str(d), "--to", "A100", "-o", str(out), "--jobs", "2"])
+    main(["scale", str(d), "--to", "A100,L4", "-o", str(out), "--jobs", "2"])
     summary = json.loads((out / "summary.json").read_text())
-    assert [r["rank"] for r in summary["traces"]] == [0, 1, 2]
-    assert all(r["target"] == "A100 SXM4 80GB" and r["methods"].get("collective") == 2 for r in summary["traces"])
-    assert len(summary["slowest_per_target"]) == 1 and summary["jobs"] in (1, 2)
-    assert sorted(p.name for p in out.glob("*.pt.trace.json.gz")) == [
-        f"rank{r}.a100-sxm4-80gb.pt.trace.json.gz" for r in range(3)]
-    assert "slowest trace" in capsys.readouterr().out
+    rows = summary["outputs"]
+    assert sorted((r["target"], r["rank"]) for r in rows) == [(t, r) for t in ("A100 SXM4 80GB", "L4") for r in range(3)]
+    assert all(r["methods"].get("collective") == 2 for r in rows)
+    assert len(summary["slowest"]) == 2
+    assert sorted(p.name for p in out.glob("*.pt.trace.json.gz")) == sorted(
+        f"rank{r}.{gpu}.pt.trace.json.gz" for r in range(3) for gpu in ("a100-sxm4-80gb", "l4"))
+    assert "the slowest trace per target" in capsys.readouterr().out
 
 
 def test_a_bad_trace_is_a_row_and_a_nonzero_exit(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -58,5 +61,5 @@ def test_a_bad_trace_is_a_row_and_a_nonzero_exit(tmp_path: Path, capsys: pytest.
         main(["scale", str(d), "--to", "A100", "-o", str(out), "--jobs", "2"])
     assert e.value.code != 0
     assert "1 of 2 traces failed" in capsys.readouterr().err
-    rows = json.loads((out / "summary.json").read_text())["traces"]
+    rows = json.loads((out / "summary.json").read_text())["outputs"]
     assert {r["trace"] for r in rows} == {"good.json.gz", "bad.json"}

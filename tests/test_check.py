@@ -10,12 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from habitat_trace.cli import app
-from habitat_trace.emit.check import check_events, compare
+from habitat_trace.ingest.rules import check_events
+from tests.conftest import new_violations
 from habitat_trace.timeline.replay import replay
-from habitat_trace.emit.writer import write_trace
 from habitat_trace.ingest import load
 from tests.conftest import DATA, TRACES, needs_shared
-from tests.emit_helpers import scaled
+from tests.emit_helpers import scaled, write_prediction
 
 FIXTURE = DATA / "emit_mlp_h100.pt.trace.json.gz"
 
@@ -55,7 +55,7 @@ def test_flows_bind_to_enclosing_slices() -> None:
 def test_compare_reports_inputs_own_violations_as_warnings() -> None:
     original = [X(0, 10), X(5, 10)]
     output = [X(0, 10), X(5, 10), X(20, 5), X(22, 5)]
-    errors, warnings = compare(original, output)
+    errors, warnings = new_violations(original, output)
     assert [(v.index, v.rule) for v in errors] == [(3, "nesting")]
     assert [(v.index, v.rule) for v in warnings] == [(1, "nesting")]
 
@@ -63,7 +63,7 @@ def test_compare_reports_inputs_own_violations_as_warnings() -> None:
 def _scaled_output(src: Path, tmp_path: Path, factor: float) -> Path:
     trace = load(src)
     pred = scaled(trace, factor)
-    return write_trace(trace, replay(trace, pred), pred, tmp_path / "out.pt.trace.json.gz", {"input": str(src)})
+    return write_prediction(trace, replay(trace, pred), pred, tmp_path / "out.pt.trace.json.gz", {"input": str(src)})
 
 
 def test_check_command_ok_and_failure(tmp_path: Path) -> None:
@@ -74,8 +74,10 @@ def test_check_command_ok_and_failure(tmp_path: Path) -> None:
     assert res.stdout.startswith("ok: ") and "events" in res.stdout  # stderr notes the input is not beside it
     bad = tmp_path / "bad.json"
     bad.write_bytes(orjson.dumps({"traceEvents": [X(0, 10), X(5, 10)]}))
-    res = runner.invoke(app, ["check", str(bad)])
-    assert res.exit_code == 1 and "event #1: nesting" in res.output
+    res = runner.invoke(app, ["check", str(bad), "--format", "csv"])
+    assert res.exit_code == 1 and res.stdout.splitlines()[:2] == ["event,rule,status,message", "1,nesting,error,"
+                                                                  "\"[5.0, 15.0] starts inside event #0 [0.0, 10.0] "
+                                                                  "on its track but ends after it\""]
 
 
 ALL_SHARED = sorted(TRACES.glob("*/*.pt.trace.json.gz")) if TRACES.is_dir() else []
@@ -87,8 +89,8 @@ def test_outputs_introduce_no_violations(path: Path, tmp_path: Path) -> None:
     trace = load(path)
     for factor in (0.4, 1.7):
         pred = scaled(trace, factor)
-        out = write_trace(trace, replay(trace, pred), pred, tmp_path / f"o{factor}.json", {})
-        errors, _ = compare(trace.events, orjson.loads(out.read_bytes())["traceEvents"])
+        out = write_prediction(trace, replay(trace, pred), pred, tmp_path / f"o{factor}.json", {})
+        errors, _ = new_violations(trace.events, orjson.loads(out.read_bytes())["traceEvents"])
         assert errors == [], errors[:3]
 
 

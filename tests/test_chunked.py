@@ -14,14 +14,12 @@ import pandas as pd
 import pytest
 
 from habitat_trace.timeline.replay import replay
-from habitat_trace.emit.writer import render, write_trace
 from habitat_trace.ingest import events as lazy
 from habitat_trace.ingest import load
-from habitat_trace.ingest.reader import read_bytes, read_document
+from habitat_trace.ingest.reader import read_document
 from habitat_trace.ingest.tables import _shared
-from habitat_trace.ingest.trace import from_bytes, from_document
 from tests.conftest import DATA, EXTERNAL, MLP_FIXTURE, TRACES, needs_shared
-from tests.emit_helpers import scaled
+from tests.emit_helpers import document_bytes, scaled, tables_of, write_prediction
 
 TABLES = ("gpu", "ops", "calls", "steps", "syncs", "gpu_annotations", "flows", "memory")
 SHARED = [TRACES / "h100-sxm/gpt2_b8_s1024_amp.pt.trace.json.gz", TRACES / "h200-sxm/bert_b32_s128_amp.pt.trace.json.gz",
@@ -38,14 +36,14 @@ def _assert_same_trace(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lazy, "CHUNK_BYTES", size // 30 + 1)  # about 30 chunks
     chunked = load(path)
     assert isinstance(chunked.events, lazy.Events) and len(chunked.events.bounds()) > 20
-    whole = from_document(path, read_document(path))
+    whole = tables_of(path, read_document(path))
     assert chunked.meta == whole.meta and chunked.devices == whole.devices
     assert list(chunked.events) == whole.events
     for name in TABLES:
         pd.testing.assert_frame_equal(getattr(chunked, name), getattr(whole, name), check_exact=True, obj=name)
     assert (chunked.event_ts_ns == whole.event_ts_ns).all() and (chunked.event_dur_ns == whole.event_dur_ns).all()
     pred = scaled(whole, 0.5)
-    assert render(chunked, replay(chunked, pred), pred, {}) == render(whole, replay(whole, pred), pred, {})
+    assert document_bytes(chunked, replay(chunked, pred), pred) == document_bytes(whole, replay(whole, pred), pred)
 
 
 def test_chunks_build_the_tables_of_one_build(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,8 +60,8 @@ def test_gzip_output_is_streamed_but_the_same(small_chunks: None, tmp_path: Path
     trace = load(DATA / "emit_mlp_h100.pt.trace.json.gz")
     pred = scaled(trace, 2.0)
     tl = replay(trace, pred)
-    out = write_trace(trace, tl, pred, tmp_path / "out.pt.trace.json.gz", {})
-    assert out.read_bytes() == gzip.compress(render(trace, tl, pred, {}), compresslevel=6, mtime=0)
+    out = write_prediction(trace, tl, pred, tmp_path / "out.pt.trace.json.gz", {})
+    assert out.read_bytes() == gzip.compress(document_bytes(trace, tl, pred), compresslevel=6, mtime=0)
 
 
 def _fixture_doc() -> dict:
@@ -114,11 +112,3 @@ def test_events_of_a_loaded_trace_are_read_only_copies() -> None:
     first["ph"] = "changed"
     assert trace.events[0]["ph"] != "changed"
     assert np.array_equal(trace.event_ts_ns, load(MLP_FIXTURE).event_ts_ns)
-
-
-def test_from_bytes_builds_what_load_builds():
-    """Trace.scale() re-reads its rendered output through from_bytes: the same chunked path as load()."""
-    a, b = load(MLP_FIXTURE), from_bytes(MLP_FIXTURE, read_bytes(MLP_FIXTURE))
-    for name in ("gpu", "ops", "calls", "steps"):
-        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name))
-    assert np.array_equal(a.event_ts_ns, b.event_ts_ns) and len(a.events) == len(b.events)

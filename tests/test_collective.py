@@ -10,7 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from habitat_trace.ingest import schema as S
-from habitat_trace.ingest.trace import from_document
+from tests.emit_helpers import tables_of
 from habitat_trace.scale import collective as C
 from habitat_trace.scale.engine import predict
 from habitat_trace.scale.prediction import COLLECTIVE, COLLECTIVE_MEASURED, IDENTITY
@@ -77,7 +77,7 @@ def test_same_gpu_and_interconnect_is_identity(name: str, n: int, nbytes: float,
 
 
 def test_same_gpu_keeps_nccl_kernels_identical() -> None:
-    t = from_document("ddp.json", ddp_trace(device="Tesla V100-SXM2-32GB"))
+    t = tables_of("ddp.json", ddp_trace(device="Tesla V100-SXM2-32GB"))
     v100 = CATALOG.resolve("V100")
     p = predict(t, v100, v100)
     assert (p.method == IDENTITY).all() and (p.dur_ns == t.gpu[S.DUR].to_numpy()).all()
@@ -95,7 +95,7 @@ def test_catalog_interconnects() -> None:
 
 
 def test_whatifs_change_only_collectives() -> None:
-    t = from_document("ddp.json", ddp_trace(device="Tesla V100-SXM2-32GB", world=8))
+    t = tables_of("ddp.json", ddp_trace(device="Tesla V100-SXM2-32GB", world=8))
     v100, a100 = CATALOG.resolve("V100"), CATALOG.resolve("A100")
     base = predict(t, v100, a100)
     pcie = predict(t, v100, C.with_deployment(a100, interconnect="pcie"))
@@ -110,7 +110,7 @@ def test_whatifs_change_only_collectives() -> None:
 
 def test_missing_fields_keep_measured_time_with_a_warning() -> None:
     """Issue 18 item 8: no message size / group size -> the measured time, its own method, a warning."""
-    t = from_document("old.json", ddp_trace(device="Tesla V100-SXM2-32GB", with_size=False))
+    t = tables_of("old.json", ddp_trace(device="Tesla V100-SXM2-32GB", with_size=False))
     p = predict(t, CATALOG.resolve("V100"), CATALOG.resolve("A100"))
     nccl = (t.gpu[S.NAME] == ALLREDUCE).to_numpy()
     assert (p.method[nccl] == COLLECTIVE_MEASURED).all()
@@ -122,7 +122,7 @@ def test_missing_fields_keep_measured_time_with_a_warning() -> None:
 def test_dlrm_style_a100_node_faster_than_v100_node() -> None:
     """Issue 18 item 8 / issue 21: 8 V100 ranks, NCCL ~90% of kernel time. Scaled like compute (clock and
     waves: 8 CTAs) the NCCL kernels came out slower on an A100; priced by NVLink 3 vs 2 they halve."""
-    t = from_document("dlrm.json", ddp_trace(device="Tesla V100-SXM2-32GB", world=8, gemm_us=100, nccl_us=900,
+    t = tables_of("dlrm.json", ddp_trace(device="Tesla V100-SXM2-32GB", world=8, gemm_us=100, nccl_us=900,
                                              nelems=50_000_000))
     v100, a100 = CATALOG.resolve("V100"), CATALOG.resolve("A100")
     p = predict(t, v100, a100)

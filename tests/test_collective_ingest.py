@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from habitat_trace.ingest import schema as S
-from habitat_trace.ingest.trace import from_document
+from tests.emit_helpers import tables_of
 from tests.conftest import EXTERNAL, needs_external
 from tests.dist_helpers import ALLREDUCE, ddp_trace
 
 
 def test_nccl_fields_on_kernel_and_op_become_typed_columns() -> None:
-    t = from_document("ddp.json", ddp_trace(rank=1, world=2, nelems=1234))
+    t = tables_of("ddp.json", ddp_trace(rank=1, world=2, nelems=1234))
     c = t.collectives
     kernels = t.gpu[t.gpu[S.NAME] == ALLREDUCE][S.EVENT].tolist()
     ops = t.ops[t.ops[S.NAME] == "record_param_comms"][S.EVENT].tolist()
@@ -28,7 +28,7 @@ def test_nccl_fields_on_kernel_and_op_become_typed_columns() -> None:
 
 
 def test_no_distributed_info_is_none_and_missing_fields_default() -> None:
-    t = from_document("x.json", ddp_trace(with_size=False, with_seq=False, distributed=False))
+    t = tables_of("x.json", ddp_trace(with_size=False, with_seq=False, distributed=False))
     k = t.collectives
     assert t.distributed is None
     assert (k[S.COLL_IN_NELEMS] == S.NONE).all() and (k[S.COLL_SEQ] == S.NONE).all()

@@ -10,14 +10,14 @@ import numpy as np
 import orjson
 import pytest
 
-from habitat_trace.emit.check import compare
+from tests.conftest import new_violations
 from habitat_trace.timeline.replay import replay
 from habitat_trace.ingest.tables import event_times
-from habitat_trace.emit.writer import us_text, write_trace
+from habitat_trace.emit.writer import us_text
 from habitat_trace.errors import OutputError
 from habitat_trace.ingest import load
 from habitat_trace.ingest.reader import read_document
-from habitat_trace.ingest.trace import from_document
+from tests.emit_helpers import tables_of, write_prediction
 from tests.conftest import DATA, EXTERNAL, TRACES, assert_perfetto_ok, needs_shared, viewer
 from tests.emit_helpers import scaled, spec
 
@@ -42,7 +42,7 @@ def _roundtrip(path: Path, tmp_path: Path, factor: float = 1.0, suffix: str = ".
     before = _sha(path)
     pred = scaled(trace, factor, H200)
     tl = replay(trace, pred)
-    out = write_trace(trace, tl, pred, tmp_path / f"out{suffix}", {"input": str(path)})
+    out = write_prediction(trace, tl, pred, tmp_path / f"out{suffix}", {"input": str(path)})
     assert _sha(path) == before  # input untouched
     return trace, tl, out
 
@@ -84,7 +84,7 @@ def _assert_output(path: Path, tmp_path: Path, factor: float) -> None:
     assert (again.gpu["ts_ns"].to_numpy() == tl.gpu_start_ns).all()
     kernel = doc["traceEvents"][int(trace.gpu["event"].iat[0])]
     assert kernel["args"]["habitat_method"] == "fallback" and "habitat_origin_dur_us" in kernel["args"]
-    errors, _ = compare(trace.events, doc["traceEvents"])
+    errors, _ = new_violations(trace.events, doc["traceEvents"])
     assert errors == []
 
 
@@ -103,11 +103,11 @@ def test_scaled_shared_output(name: str, factor: float, tmp_path: Path) -> None:
 @pytest.mark.parametrize("parsed", [False, True], ids=["events-from-bytes", "events-as-list"])
 def test_does_not_mutate_events(parsed: bool, tmp_path: Path) -> None:
     # load() keeps the events as bytes (Events); from_document keeps the caller's list of dicts
-    trace = from_document(FIXTURE, read_document(FIXTURE)) if parsed else load(FIXTURE)
+    trace = tables_of(FIXTURE, read_document(FIXTURE)) if parsed else load(FIXTURE)
     snapshot = orjson.dumps(list(trace.events))
     _roundtrip(FIXTURE, tmp_path, 0.5)
     pred = scaled(trace, 0.5)
-    write_trace(trace, replay(trace, pred), pred, tmp_path / "x.json", {})
+    write_prediction(trace, replay(trace, pred), pred, tmp_path / "x.json", {})
     assert orjson.dumps(list(trace.events)) == snapshot
 
 
@@ -124,7 +124,7 @@ def test_refuses_input_as_output(tmp_path: Path) -> None:
     trace = load(src)
     pred = scaled(trace)
     with pytest.raises(OutputError, match="is the input trace"):
-        write_trace(trace, replay(trace, pred), pred, src, {})
+        write_prediction(trace, replay(trace, pred), pred, src, {})
     assert src.read_bytes() == FIXTURE.read_bytes()
 
 
@@ -132,7 +132,7 @@ def test_missing_output_directory_is_one_line(tmp_path: Path) -> None:
     trace = load(FIXTURE)
     pred = scaled(trace)
     with pytest.raises(OutputError, match=r"nope: output directory does not exist") as exc:
-        write_trace(trace, replay(trace, pred), pred, tmp_path / "nope" / "o.json.gz", {})
+        write_prediction(trace, replay(trace, pred), pred, tmp_path / "nope" / "o.json.gz", {})
     assert "\n" not in str(exc.value)
 
 
@@ -146,7 +146,7 @@ def test_no_partial_file_when_writing_fails(tmp_path: Path, monkeypatch: pytest.
 
     monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(OutputError, match="No space left"):
-        write_trace(trace, tl, pred, tmp_path / "o.json.gz", {})
+        write_prediction(trace, tl, pred, tmp_path / "o.json.gz", {})
     assert list(tmp_path.iterdir()) == []
 
 
@@ -188,7 +188,7 @@ def test_golden_tiny_trace(tmp_path: Path) -> None:
     src.write_bytes(orjson.dumps(GOLDEN_TRACE))
     trace = load(src)
     pred = scaled(trace, 0.5, H200)
-    out = write_trace(trace, replay(trace, pred), pred, tmp_path / "tiny.h200.json", {})
+    out = write_prediction(trace, replay(trace, pred), pred, tmp_path / "tiny.h200.json", {})
     text = out.read_bytes()
     for expected in GOLDEN_EVENTS:
         assert expected in text, expected

@@ -11,13 +11,14 @@ import pytest
 
 from habitat_trace.analysis.explain import explain
 from habitat_trace.ingest import load
+from habitat_trace.pipeline import Options, Run
 from habitat_trace.scale.engine import predict
 from habitat_trace.analysis.kernels import REPORT_COLUMNS, kernel_report
 from habitat_trace.scale.wave import combine
 from habitat_trace.scale.specs import load_catalog
 from tests.conftest import MLP_FIXTURE, ROOT, TRACES, needs_shared
 
-ROW_KEYS = {"name", "count_per_step", "origin_ms", "target_ms", "change_ms", "ratio", "waves_origin",
+ROW_KEYS = {"target", "rank", "name", "count_per_step", "origin_ms", "target_ms", "change_ms", "ratio", "waves_origin",
             "waves_target", "gamma", "bound", "method", "reason", "share"}
 
 
@@ -57,20 +58,21 @@ def test_kernel_report_matches_predict(catalog, target_name) -> None:
 
 @needs_shared
 def test_explain_shared_trace_ops_shares_sum_to_at_most_one(catalog) -> None:
-    trace = load(TRACES / "h100-sxm" / "gpt2_b8_s1024_amp.pt.trace.json.gz")
-    e = explain(trace, catalog.resolve("H100"), catalog.resolve("L4"), top=1000)
-    assert e["ops"] and e["kernels"]
-    for rows in (e["ops"], e["kernels"]):
+    run = Run([load(TRACES / "h100-sxm" / "gpt2_b8_s1024_amp.pt.trace.json.gz")], Options(catalog))
+    e = explain(run, [catalog.resolve("L4")], top=1000)
+    ops, kernels = e.ops.to_dict(orient="records"), e.kernels.to_dict(orient="records")
+    assert ops and kernels
+    for rows in (ops, kernels):
         assert set(rows[0]) == ROW_KEYS
         assert 0 < sum(r["share"] for r in rows) <= 1.0 + 1e-9
         changes = [abs(r["change_ms"]) for r in rows]
         assert changes == sorted(changes, reverse=True)
-    assert {r["bound"] for r in e["ops"]} <= {"memory", "compute"}
-    linear = next(r for r in e["ops"] if r["name"] == "aten::linear")
+    assert {r["bound"] for r in ops} <= {"memory", "compute"}
+    linear = next(r for r in ops if r["name"] == "aten::linear")
     assert linear["method"] == "sustained" and linear["target_ms"] > linear["origin_ms"]  # H100 -> L4: other chips
-    step = e["step"]
-    assert step["iteration_ms"][1] > step["iteration_ms"][0]  # an L4 is slower
-    assert step["gpu_idle_ms"][0] == pytest.approx(step["iteration_ms"][0] - step["gpu_busy_ms"][0])
+    [step] = e.steps.to_dict(orient="records")
+    assert step["iteration_ms"] > step["origin_iteration_ms"]  # an L4 is slower
+    assert step["origin_gpu_idle_ms"] == pytest.approx(step["origin_iteration_ms"] - step["origin_gpu_busy_ms"])
 
 
 def test_explain_json_cli_on_fixture() -> None:
@@ -78,7 +80,8 @@ def test_explain_json_cli_on_fixture() -> None:
                         "--top", "3", "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     e = json.loads(r.stdout)
-    assert e["origin"] == "H100 SXM5 80GB" and e["target"] == "A100 SXM4 80GB"
+    [step] = e["steps"]
+    assert step["origin"] == "H100 SXM5 80GB" and step["target"] == "A100 SXM4 80GB"
     assert 0 < len(e["ops"]) <= 3 and 0 < len(e["kernels"]) <= 3
     assert sum(r["share"] for r in e["ops"]) <= 1.0 + 1e-9
 

@@ -9,26 +9,29 @@ from typing import Any, Callable
 import pytest
 
 from habitat_trace.cli import main
+from habitat_trace.analysis.report import summarize
 from habitat_trace.errors import UnsupportedTraceError
 from habitat_trace.ingest import load
 from habitat_trace.ingest import schema as S
-from habitat_trace.ingest.trace import Trace
+from habitat_trace.ingest.trace import Tables
 from tests.conftest import EXTERNAL, needs_external
 
 
 def _inspect_json(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """``inspect --format json`` works (JSON on stdout, its warnings on stderr and in the JSON); the summary it is
+    built from (analysis.report.summarize, what Trace.summary() returns)."""
     main(["inspect", str(path), "--format", "json"])
     out, err = capsys.readouterr()
-    assert err == ""
-    return json.loads(out)
+    assert err.splitlines() == [f"warning: {w}" for w in json.loads(out)["warnings"]]
+    return summarize(load(path))
 
 
-def _linked(t: Trace) -> None:
+def _linked(t: Tables) -> None:
     k = t.gpu[t.gpu[S.CAT] == S.CAT_KERNEL]
     assert (k[S.LAUNCH] != S.NONE).all() and (k[S.OP] != S.NONE).all() and (k[S.STEP] != S.NONE).all()
 
 
-def check_2021(t: Trace, s: dict[str, Any]) -> None:
+def check_2021(t: Tables, s: dict[str, Any]) -> None:
     # categories Kernel/Runtime/Operator, "external id", flows cat "async": linked like the 2.x format
     assert s["format"]["layout"].startswith("kineto-2021")
     assert s["origin"]["name"] == "Tesla V100-DGXS-32GB" and s["origin"]["compute_capability"] == "7.0"
@@ -41,14 +44,14 @@ def check_2021(t: Trace, s: dict[str, Any]) -> None:
     assert 99.0 < s["steps"]["mean"]["gpu_busy_ms"] < 101.5
 
 
-def check_ns_resolution(t: Trace, s: dict[str, Any]) -> None:
+def check_ns_resolution(t: Tables, s: dict[str, Any]) -> None:
     assert s["origin"]["name"] == "Tesla V100-SXM2-32GB"
     assert s["steps"]["count"] == 5
     assert (t.gpu[S.TS] % 1000 != 0).mean() > 0.5  # the ns digits survive
     _linked(t)
 
 
-def check_nccl(t: Trace, s: dict[str, Any]) -> None:
+def check_nccl(t: Tables, s: dict[str, Any]) -> None:
     nccl = t.gpu[t.gpu[S.KCLASS] == "nccl"]
     assert len(nccl) == 21 and nccl[S.NAME].str.startswith("ncclKernel").all()
     assert set(nccl[S.OP_NAME]) == {"nccl:all_reduce", "nccl:broadcast"}
@@ -57,28 +60,28 @@ def check_nccl(t: Trace, s: dict[str, Any]) -> None:
     assert any(r["class"] == "nccl" for r in s["kernels"]["by_class"])
 
 
-def check_triton(t: Trace, s: dict[str, Any]) -> None:
+def check_triton(t: Tables, s: dict[str, Any]) -> None:
     (row,) = t.gpu.itertuples()
     assert row.launch_name == "cuLaunchKernel" and row.kclass == "triton"
     assert (row.grid_x, row.block_x) == (1, 128)
     assert s["kernels"]["top"][0]["class"] == "triton"
 
 
-def check_event_sync(t: Trace, s: dict[str, Any]) -> None:
+def check_event_sync(t: Tables, s: dict[str, Any]) -> None:
     assert list(t.syncs[S.SYNC_KIND]) == ["Stream Sync", "Event Sync", "Event Sync", "Context Sync"]
     kinds = set(t.calls.loc[t.calls[S.SYNC_KIND] != "", S.SYNC_KIND])
     assert {"stream", "event", "device", "record"} <= kinds
     assert s["kernels"]["count"] == 5
 
 
-def check_rocm(t: Trace, s: dict[str, Any]) -> None:
+def check_rocm(t: Tables, s: dict[str, Any]) -> None:
     """HTA's MI250 trace (ROCm 6.2, roctracer layout): launch parameters come from the hip* call (issue 20)."""
     kernels = t.gpu[t.gpu[S.CAT] == "kernel"]
     assert t.vendor == "amd" and (kernels[S.GRID_X] > 0).all() and (kernels[S.REGISTERS] == S.NONE).all()
     assert s["kernels"]["count"] == 16  # 14 kernels + 2 copies
 
 
-INGESTS: dict[str, Callable[[Trace, dict[str, Any]], None]] = {
+INGESTS: dict[str, Callable[[Tables, dict[str, Any]], None]] = {
     "v100_resnet50_2021_tbplugin.pt.trace.json.gz": check_2021,
     "v100_resnet_ns_resolution.pt.trace.json.gz": check_ns_resolution,
     "a100_nccl.json.gz": check_nccl,

@@ -25,6 +25,11 @@ CATALOG = load_catalog()
 H100 = CATALOG.resolve("H100")
 
 
+def on(tables, target, host: pipeline.Host = pipeline.Host()) -> pipeline.RankReplay:
+    """The trace's one rank replayed on ``target`` (the path every command takes)."""
+    return pipeline.Run([tables], pipeline.Options(CATALOG, host=host)).replay(target).ranks[0]
+
+
 @pytest.fixture(scope="module")
 def mlp():
     return load(MLP_FIXTURE)
@@ -63,23 +68,23 @@ def test_identity_clock_maps_every_time_to_itself() -> None:
 def test_deprofiled_origin_is_faster_on_a_launch_bound_step(mlp) -> None:
     """The shared MLP is launch-bound: profiled step 4.90 ms, real loop 2.67 ms (ground_truth.csv). The removed
     overhead must bring the origin's iteration down, never below its GPU busy time."""
-    kept = pipeline.headline(pipeline.scale(mlp, H100, H100, pipeline.Host(keep_profiler_overhead=True)))
-    real = pipeline.headline(pipeline.scale(mlp, H100, H100))
-    assert kept[2] == real[2] == "predicted"
-    assert real[0] < 0.8 * kept[0] and real[0] >= real[1]
+    kept = on(mlp, H100, pipeline.Host(keep_profiler_overhead=True)).headline
+    real = on(mlp, H100).headline
+    assert kept.source == real.source == "predicted"
+    assert real.iteration_ms < 0.8 * kept.iteration_ms and real.iteration_ms >= real.gpu_busy_ms
 
 
 def test_keeping_the_overhead_replays_the_origin_exactly(mlp) -> None:
-    scaled = pipeline.scale(mlp, H100, H100, pipeline.Host(keep_profiler_overhead=True))
+    scaled = on(mlp, H100, pipeline.Host(keep_profiler_overhead=True))
     assert scaled.host.clock.is_identity
     assert np.array_equal(scaled.timeline.ts_ns, mlp.event_ts_ns)
 
 
 def test_a_faster_host_never_slows_a_step(mlp) -> None:
     a100 = CATALOG.resolve("A100")
-    base = pipeline.headline(pipeline.scale(mlp, H100, a100))[0]
-    fast = pipeline.headline(pipeline.scale(mlp, H100, a100, pipeline.Host(cpu_speed=2.0)))[0]
-    slow = pipeline.headline(pipeline.scale(mlp, H100, a100, pipeline.Host(cpu_speed=0.5)))[0]
+    base = on(mlp, a100).headline.iteration_ms
+    fast = on(mlp, a100, pipeline.Host(cpu_speed=2.0)).headline.iteration_ms
+    slow = on(mlp, a100, pipeline.Host(cpu_speed=0.5)).headline.iteration_ms
     assert fast <= base <= slow
 
 
@@ -94,19 +99,19 @@ def test_a_measured_step_is_never_contradicted_on_the_origin(tmp_path: Path) -> 
     tables = load(path)
     clock = pipeline.host_clock(tables)
     assert clock.measured_step_ns == pytest.approx(2.65e6) and clock.calibration != 1.0
-    replayed = pipeline.headline(pipeline.scale(tables, H100, CATALOG.resolve("A100"), clock=clock))
-    assert replayed[2] == "predicted"
+    replayed = on(tables, CATALOG.resolve("A100"))
+    assert replayed.host.calibration == clock.calibration and replayed.headline.source == "predicted"
 
 
-def test_scale_summary_line_is_compares_headline(tmp_path: Path) -> None:
-    """One headline (issue 16): the scale command's line and compare's iteration_ms are the same numbers."""
+def test_scale_report_is_compares_headline(tmp_path: Path) -> None:
+    """One headline (issue 16): the scale command's report and compare's iteration_ms are the same numbers."""
     out = tmp_path / "l4.pt.trace.json.gz"
     done = subprocess.run([sys.executable, "-m", "habitat_trace", "scale", str(MLP_FIXTURE), "--to", "L4", "-o",
-                           str(out)], capture_output=True, text=True)
+                           str(out), "--format", "json"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    [row] = json.loads(done.stdout)["outputs"]
     table = compare(MLP_FIXTURE, ["L4"])
-    it0, it1 = table["iteration_ms"]
-    assert f"iteration {it0:.3f} -> {it1:.3f} ms" in done.stdout
+    assert [row["origin_iteration_ms"], row["iteration_ms"]] == table["iteration_ms"].tolist()
 
 
 def test_unprofiled_steps_in_a_trace_are_read_robustly(tmp_path: Path) -> None:

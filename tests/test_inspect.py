@@ -24,40 +24,43 @@ def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     main(["inspect", *args, "--format", "json"])
     out, err = capsys.readouterr()
     assert err == ""
-    return json.loads(out)  # one JSON object, nothing else on stdout
+    return json.loads(out)  # one JSON object of tables, nothing else on stdout
 
 
 def test_json_reports_origin_steps_and_ground_truth(capsys: pytest.CaptureFixture[str]) -> None:
     s = _json(capsys, str(MLP_FIXTURE))
-    assert s["origin"] | {"devices_in_trace": None} == {
-        "name": "NVIDIA H100 80GB HBM3", "sms": 132, "compute_capability": "9.0",
-        "memory_bytes": 85017493504, "devices_in_trace": None}
-    assert s["format"]["schemaVersion"] == 1 and s["format"]["cuda_runtime_version"] == 13000
-    assert s["steps"]["count"] == 2 and [r["number"] for r in s["steps"]["per_step"]] == [3, 4]
+    assert set(s) == {"traces", "steps", "classes", "top_kernels", "coverage", "profiler_overhead", "warnings"}
+    [t] = s["traces"]
+    assert (t["gpu"], t["sms"], t["compute_capability"], t["memory_bytes"]) == (
+        "NVIDIA H100 80GB HBM3", 132, "9.0", 85017493504)
+    assert t["schemaVersion"] == 1 and t["cuda_runtime_version"] == 13000 and t["prediction"] is None
+    assert [r["step"] for r in s["steps"]] == [3, 4, "mean"]
     for key, want in GROUND_TRUTH_MS.items():
-        assert s["steps"]["mean"][key] == pytest.approx(want, rel=0.005)
+        assert s["steps"][-1][key] == pytest.approx(want, rel=0.005)
     assert s["warnings"] == []
 
 
 def test_json_kernel_classes_top_and_coverage(capsys: pytest.CaptureFixture[str]) -> None:
     s = _json(capsys, str(MLP_FIXTURE), "--top", "3")
-    k = s["kernels"]
-    assert sum(r["count"] for r in k["by_class"]) == k["count"] == 134
-    assert sum(r["total_ms"] for r in k["by_class"]) == pytest.approx(k["total_ms"])
-    assert {r["class"] for r in k["by_class"]} <= CLASSES and k["by_class"][0]["class"] in ("gemm", "optimizer")
-    assert len(k["top"]) == 3
-    assert [r["total_ms"] for r in k["top"]] == sorted((r["total_ms"] for r in k["top"]), reverse=True)
-    assert all(r["op"].startswith("aten::") for r in k["top"])
-    assert s["coverage"] == {"kernels": 134, "launch_params": 1.0, "registers": 1.0, "launch_call": 1.0,
-                             "op": 1.0, "input_dims": 1.0, "step": 1.0}
+    [t] = s["traces"]
+    assert sum(r["count"] for r in s["classes"]) == t["gpu_events"] == t["kernels"] == 134
+    assert sum(r["total_ms"] for r in s["classes"]) == pytest.approx(t["gpu_ms"])
+    assert {r["class"] for r in s["classes"]} <= CLASSES and s["classes"][0]["class"] in ("gemm", "optimizer")
+    top = s["top_kernels"]
+    assert len(top) == 3
+    assert [r["total_ms"] for r in top] == sorted((r["total_ms"] for r in top), reverse=True)
+    assert all(r["op"].startswith("aten::") for r in top)
+    [c] = s["coverage"]
+    assert c == {"file": None, "rank": None, "kernels": 134, "launch_params": 1.0, "registers": 1.0,
+                 "launch_call": 1.0, "op": 1.0, "input_dims": 1.0, "step": 1.0}
 
 
 def test_table_format_prints_every_section(capsys: pytest.CaptureFixture[str]) -> None:
     main(["inspect", str(MLP_FIXTURE), "--top", "2"])
     out, err = capsys.readouterr()
     assert err == ""
-    for text in ("NVIDIA H100 80GB HBM3", "132 SMs", "cc 9.0", "2 steps", "mean", "0.296", "by class", "gemm",
-                 "top kernels", "aten::mm", "launch_params", "100.0%"):
+    for text in ("NVIDIA H100 80GB HBM3", "SMs", "132", "cc", "9.0", "2 steps", "mean", "0.296", "by class", "gemm",
+                 "top kernels", "aten::mm", "launch params", "100.0%", "profiler overhead"):
         assert text in out, text
 
 

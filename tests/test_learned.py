@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from habitat_trace.scale.learned import gemm_time_ratio, gemm_time_ratios
+from habitat_trace.scale.learned import gemm_time_ratios
 from habitat_trace.scale.learned import model as M
 from habitat_trace.scale.specs import load_catalog
 from tests.conftest import ROOT, SHARED, imports_torch
@@ -24,6 +24,12 @@ MAX_MODEL_BYTES = 5 * 1024 * 1024  # issue 6: the shipped model stays under 5 MB
 HELD_OUT_MEDIAN_ERROR = 0.15
 
 
+def gemm_time_ratio(m: int, n: int, k: int, batch: int, dtype: str, origin, target, t_origin_ns: float):
+    """One GEMM's ratio, None out of the model's domain (the scalar form these tests read best in)."""
+    r = float(gemm_time_ratios(m, n, k, batch, dtype, origin, target, t_origin_ns).reshape(-1)[0])
+    return None if np.isnan(r) else r
+
+
 def test_model_is_small_and_loads():
     assert M.WEIGHTS.stat().st_size <= MAX_MODEL_BYTES
     mlp = M.load()
@@ -33,10 +39,10 @@ def test_model_is_small_and_loads():
 
 def test_inference_does_not_import_torch():
     assert not imports_torch(
-        "from habitat_trace.scale.learned import gemm_time_ratio; "
+        "from habitat_trace.scale.learned import gemm_time_ratios; "
         "from habitat_trace.scale.specs import load_catalog; c = load_catalog(); "
-        "r = gemm_time_ratio(512, 512, 512, 1, 'fp32', c.resolve('V100'), c.resolve('A100'), 1e5); "
-        "assert r is not None")
+        "r = gemm_time_ratios(512, 512, 512, 1, 'fp32', c.resolve('V100'), c.resolve('A100'), 1e5); "
+        "assert r == r")
 
 
 def test_the_torch_import_check_can_fail():

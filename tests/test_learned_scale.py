@@ -51,10 +51,10 @@ def test_fp32_gemms_between_covered_gpus_use_the_model():
     pred = predict(_trace(), V100, A100)
     assert list(pred.method[:3]) == [LEARNED] * 3
     assert pred.method[3] != LEARNED and pred.method[4] != LEARNED  # bf16 tensor-core GEMM, elementwise
-    r = learned.gemm_time_ratio(2048, 4096, 1024, 1, "fp32", V100, A100, 900_000)
+    r = float(np.ravel(learned.gemm_time_ratios(2048, 4096, 1024, 1, "fp32", V100, A100, 900_000))[0])
     assert pred.dur_ns[0] == pytest.approx(900_000 * r, abs=1)
     # one op, two kernels (GEMM + split-K reduction): one ratio, from the op's summed time
-    r1 = learned.gemm_time_ratio(256, 1000, 2048, 1, "fp32", V100, A100, 66_000)
+    r1 = float(np.ravel(learned.gemm_time_ratios(256, 1000, 2048, 1, "fp32", V100, A100, 66_000))[0])
     assert pred.dur_ns[1] == pytest.approx(60_000 * r1, abs=1)
     assert pred.dur_ns[2] == pytest.approx(6_000 * r1, abs=1)
 

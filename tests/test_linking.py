@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from habitat_trace.ingest import load
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.linking import op_parents
-from habitat_trace.ingest.trace import Trace
+from habitat_trace.ingest.trace import Tables
 
 CPU, GPU = 100, 0  # pids of the host process and of the GPU
 
@@ -46,13 +46,13 @@ def flow(ph: str, fid: int, ts: float, pid: Any = CPU, tid: Any = 1) -> dict[str
     return {"ph": ph, "cat": "ac2g", "name": "ac2g", "id": fid, "pid": pid, "tid": tid, "ts": ts}
 
 
-def load_events(tmp_path: Path, events: list[dict[str, Any]]) -> Trace:
+def load_events(tmp_path: Path, events: list[dict[str, Any]]) -> Tables:
     path = tmp_path / "tiny.pt.trace.json"
     path.write_text(json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
     return load(path, require_gpu=False)
 
 
-def ops_table(t: Trace) -> pd.DataFrame:
+def ops_table(t: Tables) -> pd.DataFrame:
     names = t.ops[S.NAME].to_numpy()
     df = t.ops[[S.NAME, S.TID, S.DEPTH]].copy()
     df["parent"] = [names[p] if p >= 0 else "" for p in t.ops[S.PARENT]]
@@ -60,7 +60,7 @@ def ops_table(t: Trace) -> pd.DataFrame:
     return df
 
 
-def gpu_table(t: Trace) -> pd.DataFrame:
+def gpu_table(t: Tables) -> pd.DataFrame:
     steps = t.steps[S.NAME].to_numpy() if len(t.steps) else []
     df = t.gpu[[S.NAME, S.LAUNCH_NAME, S.OP_NAME, S.ROOT_OP_NAME]].copy()
     df["launch"] = t.gpu[S.LAUNCH].to_numpy()

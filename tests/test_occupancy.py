@@ -20,9 +20,21 @@ from hypothesis import strategies as st
 from habitat_trace.ingest import load
 from habitat_trace.ingest import schema as S
 from habitat_trace.scale.gpu import OccupancyLimits
-from habitat_trace.scale.occupancy import (LIMITERS, NONE_FITS, blocks_per_sm, carveout_bytes, limiter,
-                                           occupancy, waves)
+from habitat_trace.scale.occupancy import LIMITERS, _limits, blocks_per_sm, carveout_bytes, occupancy, waves
 from tests.conftest import DATA, TRACES, needs_shared
+
+NONE_FITS = "none-fits"
+
+
+def limiter(threads_per_block: np.ndarray, registers_per_thread: np.ndarray, shared_mem_bytes: np.ndarray,
+            limits: OccupancyLimits) -> np.ndarray:
+    """Name of the binding limit per kernel (a check of the golden cases, which name it): one of ``LIMITERS`` or
+    ``"none-fits"`` (0 blocks). Ties go to the first in ``LIMITERS`` (cuda_occupancy.h's limitingFactors bits)."""
+    shape = np.broadcast_shapes(*(np.shape(a) for a in (threads_per_block, registers_per_thread, shared_mem_bytes)))
+    per = _limits(threads_per_block, registers_per_thread, shared_mem_bytes, limits)
+    names = np.array(LIMITERS, dtype=object)[per.argmin(axis=0)]
+    return np.where(per.min(axis=0) == 0, NONE_FITS, names).astype(str).reshape(shape)
+
 
 LIMITS_TOML = DATA / "occupancy_limits.toml"
 GOLDEN_CSV = DATA / "cuda_occupancy" / "golden.csv"

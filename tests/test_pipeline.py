@@ -1,7 +1,8 @@
-"""The one pipeline (habitat_trace/pipeline.py): one origin rule for the CLI and the API, and the API's scaled
+"""The one pipeline (habitat_trace/pipeline/): one origin rule for the CLI and the API, and the API's scaled
 tables built in memory equal to what re-reading the written trace gives."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from habitat_trace import pipeline
 from habitat_trace.errors import SpecError
 from habitat_trace.ingest import load as ingest_load
 from habitat_trace.ingest import schema as S
+from habitat_trace.pipeline.run import catalog_gpu
 from habitat_trace.scale.specs import load_catalog
 from tests.conftest import MLP_FIXTURE
 
@@ -54,10 +56,11 @@ def test_rescaling_an_output_works_from_the_cli_and_the_api_alike(tmp_path: Path
                            text=True)
     assert first.returncode == 0, first.stderr
     back_cli = tmp_path / "back_cli.pt.trace.json.gz"
-    second = subprocess.run([*run, str(a100), "--to", "H100", "-o", str(back_cli), *keep], capture_output=True,
-                            text=True)
+    second = subprocess.run([*run, str(a100), "--to", "H100", "-o", str(back_cli), *keep, "--format", "json"],
+                            capture_output=True, text=True)
     assert second.returncode == 0, second.stderr
-    assert "A100 SXM4 80GB -> H100 SXM5 80GB" in second.stdout
+    [row] = json.loads(second.stdout)["outputs"]
+    assert (row["origin"], row["target"]) == ("A100 SXM4 80GB", "H100 SXM5 80GB")
     # the API, from the written file and from the in-memory scaled trace, writes the same events
     back_file = habitat_trace.load(a100).scale(to="H100", keep_profiler_overhead=True).write(
         tmp_path / "back_file.pt.trace.json.gz")
@@ -79,28 +82,29 @@ def test_rescaling_an_output_works_from_the_cli_and_the_api_alike(tmp_path: Path
 def test_one_origin_rule() -> None:
     catalog = load_catalog()
     tables = ingest_load(MLP_FIXTURE)
-    assert pipeline.resolve_origin(tables, catalog, None).name == "H100 SXM5 80GB"  # torch's device name
-    assert pipeline.resolve_origin(tables, catalog, "A100").name == "A100 SXM4 80GB"  # --from wins
-    assert pipeline.catalog_gpu(catalog, "L4").name == "L4"  # the catalog name our outputs carry
-    assert pipeline.catalog_gpu(catalog, None) is None
+    plain, named = pipeline.Options(catalog), pipeline.Options(catalog, origin="A100")
+    assert pipeline.resolve_origin(tables, plain).name == "H100 SXM5 80GB"  # torch's device name
+    assert pipeline.resolve_origin(tables, named).name == "A100 SXM4 80GB"  # --from wins
+    assert catalog_gpu(catalog, "L4").name == "L4"  # the catalog name our outputs carry
+    assert catalog_gpu(catalog, None) is None
     nameless = type("T", (), {"device_name": None, "device_properties": {}, "path": Path("x.json")})()
     with pytest.raises(SpecError, match="names no GPU"):
-        pipeline.resolve_origin(nameless, catalog, None)  # type: ignore[arg-type]
+        pipeline.resolve_origin(nameless, plain)  # type: ignore[arg-type]
     unknown = type("T", (), {"device_name": "NVIDIA Imaginary 9000", "device_properties": {"name": "x"},
                              "path": Path("x.json")})()
     with pytest.raises(SpecError, match="not in the catalog; name it with --from"):
-        pipeline.resolve_origin(unknown, catalog, None)  # type: ignore[arg-type]
+        pipeline.resolve_origin(unknown, plain)  # type: ignore[arg-type]
 
 
 def test_scaled_carries_the_engine_facts_once() -> None:
     """explain reads the facts of the very prediction replay used (they were computed three times per target)."""
     catalog = load_catalog()
     tables = ingest_load(MLP_FIXTURE)
-    scaled = pipeline.scale(tables, catalog.resolve("H100"), catalog.resolve("L4"))
+    [scaled] = pipeline.Run([tables], pipeline.Options(catalog)).replay(catalog.resolve("L4")).ranks
     facts = scaled.prediction.facts
     assert facts is not None and len(facts.gamma) == len(tables.gpu)
-    identity = pipeline.scale(tables, catalog.resolve("H100"), catalog.resolve("H100"),
-                              pipeline.Host(keep_profiler_overhead=True))
+    kept = pipeline.Options(catalog, host=pipeline.Host(keep_profiler_overhead=True))
+    [identity] = pipeline.Run([tables], kept).baseline().ranks
     assert identity.prediction.facts is None
     assert np.array_equal(identity.timeline.gpu_start_ns, tables.gpu[S.TS].to_numpy())
 

@@ -24,10 +24,15 @@ def _shared_path(name: str):
     return (TRACES / f"{name}.pt.trace.json.gz") if "/" in name else EXTERNAL / name
 
 
+def _moved(tl) -> np.ndarray:
+    """Which events' ts or dur differ from the origin's."""
+    return (tl.ts_ns != tl.old_ts_ns) | (tl.dur_ns != tl.old_dur_ns)
+
+
 def test_identity_fixture() -> None:
     trace = load(FIXTURE)
     tl = replay(trace, scaled(trace))
-    assert len(tl.changed()) == 0
+    assert not _moved(tl).any()
     assert (tl.gpu_start_ns == trace.gpu[S.TS].to_numpy()).all()
 
 
@@ -35,7 +40,7 @@ def test_identity_fixture() -> None:
 @pytest.mark.parametrize("name", SHARED + EXTERNALS)
 def test_identity_shared(name: str) -> None:
     trace = load(_shared_path(name))
-    assert len(replay(trace, scaled(trace)).changed()) == 0
+    assert not _moved(replay(trace, scaled(trace))).any()
 
 
 def _invariants(trace, tl) -> None:

@@ -1,4 +1,4 @@
-"""The ``scale`` command: origin resolution, output naming for several --to, one summary line per target.
+"""The ``scale`` command: origin resolution, output naming for several --to, one report row per target.
 
 The catalog and engine are replaced by stand-ins (a dict catalog, every duration x 0.5) so this tests
 the command's wiring, not the scaling laws.
@@ -14,7 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from habitat_trace.cli import app
-from habitat_trace.commands.scale import slug, stem
+from habitat_trace.commands.scale import report
+from habitat_trace.pipeline import Options
+from habitat_trace.pipeline.document import slug, stem
 from habitat_trace.errors import SpecError
 from habitat_trace.ingest import load
 from tests.conftest import DATA
@@ -43,11 +45,11 @@ class FakeCatalog:
 
 @pytest.fixture()
 def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
-    import habitat_trace.pipeline
-    import habitat_trace.scale.specs
+    import habitat_trace.pipeline.options
+    import habitat_trace.pipeline.run
 
-    monkeypatch.setattr(habitat_trace.scale.specs, "load_catalog", lambda extra=None: FakeCatalog())
-    monkeypatch.setattr(habitat_trace.pipeline, "predict", lambda trace, origin, target: scaled(trace, 0.5, target))
+    monkeypatch.setattr(habitat_trace.pipeline.options, "load_catalog", lambda extra=None: FakeCatalog())
+    monkeypatch.setattr(habitat_trace.pipeline.run, "predict", lambda trace, origin, target: scaled(trace, 0.5, target))
 
 
 def test_names() -> None:
@@ -58,10 +60,10 @@ def test_names() -> None:
 
 def test_one_target(fakes: None, tmp_path: Path) -> None:
     out = tmp_path / "o.pt.trace.json.gz"
-    res = CliRunner().invoke(app, ["scale", str(FIXTURE), "--to", "L4", "-o", str(out)])
+    res = CliRunner().invoke(app, ["scale", str(FIXTURE), "--to", "L4", "-o", str(out), "--format", "json"])
     assert res.exit_code == 0, res.output
-    lines = res.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("H100 SXM5 80GB -> L4: iteration") and str(out) in lines[0]
+    [row] = __import__("json").loads(res.stdout)["outputs"]
+    assert (row["origin"], row["target"], row["output"], row["rank"]) == ("H100 SXM5 80GB", "L4", str(out), None)
     assert load(out).devices[0]["name"] == "L4"
 
 
@@ -70,24 +72,21 @@ def test_several_targets_need_an_existing_directory(fakes: None, tmp_path: Path)
     assert res.exit_code == 0, res.output
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["emit_mlp_h100.a100-sxm4-80gb.pt.trace.json.gz", "emit_mlp_h100.l4.pt.trace.json.gz"]
-    assert len(res.output.strip().splitlines()) == 2
-    from habitat_trace.commands.scale import run
+    assert res.output.count("emit_mlp_h100.pt.trace.json.gz") == 2  # a report row per target
     from habitat_trace.errors import OutputError
 
     with pytest.raises(OutputError, match="must be an existing directory"):
-        run(FIXTURE, ["L4", "A100 SXM4 80GB"], tmp_path / "missing", None, None)
+        report(FIXTURE, ["L4", "A100 SXM4 80GB"], str(tmp_path / "missing"), Options.load())
 
 
 def test_unknown_origin_names_from(fakes: None, tmp_path: Path) -> None:
-    from habitat_trace.commands.scale import run
-
     src = tmp_path / "t.json"
     import gzip
 
     src.write_bytes(gzip.decompress(FIXTURE.read_bytes()).replace(b"NVIDIA H100 80GB HBM3", b"Mystery GPU"))
     with pytest.raises(SpecError, match="--from"):
-        run(src, ["L4"], tmp_path / "o.json", None, None)
-    run(src, ["L4"], tmp_path / "o.json", None, "H100 SXM5 80GB")
+        report(src, ["L4"], str(tmp_path / "o.json"), Options.load())
+    report(src, ["L4"], str(tmp_path / "o.json"), Options.load(origin="H100 SXM5 80GB"))
     assert (tmp_path / "o.json").exists()
 
 
@@ -98,3 +97,21 @@ def test_output_equal_to_input_is_refused(fakes: None, tmp_path: Path) -> None:
     assert res.exit_code != 0
     assert src.read_bytes() == FIXTURE.read_bytes()
     assert np.array_equal(sorted(p.name for p in tmp_path.iterdir()), ["t.pt.trace.json.gz"])
+
+
+def test_issue26_item4_output_with_a_trailing_slash_is_a_directory(fakes: None, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """Issue 26, item 4: ``-o newdir/`` (missing directory) with one --to wrote a plain-JSON file named ``newdir``.
+    A trailing slash means a directory: it must exist (nothing is created), and then the output goes inside it."""
+    from habitat_trace.cli import main
+
+    missing = tmp_path / "newdir"
+    with pytest.raises(SystemExit) as exit_:
+        main(["scale", str(FIXTURE), "--to", "L4", "-o", f"{missing}/"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 5 and "ends in /, so it must be an existing directory" in err, err
+    assert list(tmp_path.iterdir()) == []
+    missing.mkdir()
+    res = CliRunner().invoke(app, ["scale", str(FIXTURE), "--to", "L4", "-o", f"{missing}/"])
+    assert res.exit_code == 0, res.output
+    assert [p.name for p in missing.iterdir()] == ["emit_mlp_h100.l4.pt.trace.json.gz"]

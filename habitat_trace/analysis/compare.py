@@ -1,34 +1,41 @@
-"""``compare(trace, to) -> DataFrame``: one trace against many GPUs — iteration time, speed-up, cost, memory fit.
+"""Which GPU to rent: ``gpu_table(run, targets) -> DataFrame``, one row per GPU (the origin first), and
+``compare(trace, to)``, the same for the Python API (``habitat_trace.compare``).
 
-Pure: loads (or takes) a trace, predicts and replays it on each target, returns one row per GPU with the origin
-first (``COLUMNS``); prints and writes nothing. The command (commands/compare.py) formats and plots it.
+Pure: predicts and replays the run on each target (pipeline.Run.replay); prints and writes nothing. A run of
+several ranks reports its slowest rank, whose step sets the run's. The command (commands/compare.py) renders it.
 
 Definitions (README, "Which GPU should I rent?"):
-- ``iteration_ms``: max(mean replayed ProfilerStep span, mean replayed GPU busy time of a
-  step), replayed on the target host's clock: the profiler's own overhead removed (pipeline.host_clock), so it is
-  the real loop's iteration, not the profiled one. The replayed CPU span keeps a launch-bound step launch-bound
-  (its blocking calls end when the GPU work ends on the target); the GPU busy time covers a step without a
-  blocking call, whose queue grows until the GPU's pace sets the period. Without ProfilerSteps the whole trace is
-  one step (replayed GPU span). On the origin row, a trace that carries its measured un-profiled step time
-  (habitat_trace.schedule) reports max(that, the GPU busy time) instead (``iteration_source`` "measured").
+- ``iteration_ms``: max(mean replayed ProfilerStep span, mean replayed GPU busy time of a step), replayed on the
+  target host's clock: the profiler's own overhead removed (pipeline.host), so it is the real loop's iteration,
+  not the profiled one. The replayed CPU span keeps a launch-bound step launch-bound (its blocking calls end when
+  the GPU work ends on the target); the GPU busy time covers a step without a blocking call, whose queue grows
+  until the GPU's pace sets the period. Without ProfilerSteps the whole trace is one step (replayed GPU span). On
+  the origin row, a trace that carries its measured un-profiled step time (habitat_trace.schedule) reports
+  max(that, the GPU busy time) instead (``iteration_source`` "measured").
 - ``bound``: "launch" when the GPU is busy less than ``LAUNCH_BOUND_BUSY`` of the iteration, else "gpu".
-- ``usd_per_1k_iterations`` = usd_per_hour x iteration_ms x 1000 / 3.6e6.
-- memory: see habitat_trace/analysis/memory.py (recorded peak or estimate, margin rule).
+- ``usd_per_1k_iterations`` = usd_per_hour x GPUs (one per rank) x iteration_ms x 1000 / 3.6e6.
+- memory: see habitat_trace/analysis/memory.py (recorded peak or estimate, margin rule); the largest rank's.
+- ``slowest_rank``, ``transfer_ms``, ``wait_ms`` (several ranks only): the slowest rank, and its matched
+  collectives' transfer time and time waiting for the other ranks per step (timeline/joint.py).
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from habitat_trace import pipeline
+from habitat_trace.errors import HabitatTraceError
+from habitat_trace.pipeline import Host, Options, Run
+from habitat_trace.pipeline.host import overhead_ms
+from habitat_trace.pipeline.run import Replay
+from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import METHODS
 
-COLUMNS = ("gpu", "iteration_ms", "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source",
+COLUMNS = ("gpu", "origin", "iteration_ms", "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source",
            "usd_per_1k_iterations", "peak_memory_gib", "memory_source", "fits_memory", "method_share",
-           "iteration_source", "profiler_overhead_ms")
+           "iteration_source", "profiler_overhead_ms", "ranks", "slowest_rank", "transfer_ms", "wait_ms", "warnings")
 # A GPU busy less than half of the step waits on the CPU (launches, Python, data) more than it computes:
 # buying a faster GPU then shortens the step by less than the speed-up of its kernels.
 LAUNCH_BOUND_BUSY = 0.5
@@ -36,57 +43,84 @@ MS_PER_HOUR = 3.6e6
 PRICE_OVERRIDE = "--price"
 
 
-def compare(trace_or_path: Any, to: list[str], specs: Optional[Path] = None,
+def compare(trace_or_path: Any, to: str | Sequence[str], specs: Optional[Path] = None,
             prices: Optional[dict[str, float]] = None, origin: Optional[str] = None,
-            progress: Optional[Callable[[str], None]] = None, host: pipeline.Host = pipeline.Host()) -> pd.DataFrame:
-    """One row per GPU (origin first, then ``to`` in order, duplicates and the origin's own GPU dropped).
+            progress: Optional[Callable[[str], None]] = None, host: Host = Host()) -> pd.DataFrame:
+    """One row per GPU (origin first, then ``to`` in order, each once): ``trace_or_path`` is a trace file, a
+    directory of one trace per rank, or a loaded ``habitat_trace.Trace``. ``prices`` maps a GPU name (any name
+    the catalog resolves) to USD per hour and overrides the catalog; ``progress`` is called with each GPU name
+    after its row is done; ``host``: the target host (pipeline.Host)."""
+    options = Options.load(specs, origin, host)
+    targets = options.targets(to)  # unknown names fail before any work
+    overrides = {options.catalog.resolve(n).name: float(usd) for n, usd in (prices or {}).items()}
+    run = trace_or_path.with_options(options) if hasattr(trace_or_path, "with_options") else \
+        Run.open(trace_or_path, options)
+    return gpu_table(run, targets, overrides, progress)
 
-    ``prices`` maps a GPU name (any name the catalog resolves) to USD per hour and overrides the catalog.
-    ``progress`` is called with each GPU name after its row is done (the CLI drives a progress bar with it).
-    ``host``: the target host (the origin's without the profiler by default; pipeline.Host).
-    """
-    from habitat_trace.analysis.memory import peak_memory
-    from habitat_trace.ingest import load
-    from habitat_trace.scale.specs import load_catalog
 
-    catalog = load_catalog(specs)
-    targets = [catalog.resolve(name) for name in to]  # unknown names fail before any work
-    overrides = {catalog.resolve(name).name: float(usd) for name, usd in (prices or {}).items()}
-    trace = trace_or_path if hasattr(trace_or_path, "gpu") else load(trace_or_path)
-    src = pipeline.resolve_origin(trace, catalog, origin)
-    peak_gib, mem_source = peak_memory(trace)
-    gpus = list(dict.fromkeys([src.name] + [t.name for t in targets]))
-    clock = pipeline.host_clock(trace, host)
+def gpu_table(run: Run, targets: Sequence[GpuSpec], prices: Optional[dict[str, float]] = None,
+              progress: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
+    """The rows (module doc): the origin's own replay first, then each target not equal to the origin GPU.
+    A price for a GPU that is not a row is an error (it would be silently ignored)."""
+    origin = run.baseline().gpu
+    rest = [t for t in targets if t != origin]
+    prices = prices or {}
+    unused = sorted(set(prices) - {origin.name, *(t.name for t in rest)})
+    if unused:
+        raise HabitatTraceError(f"--price {unused[0]}: not among the GPUs compared ({origin.name} and --to); "
+                                "add it to --to or drop its price")
     rows = []
-    for name in gpus:
-        rows.append(_row(trace, src, catalog.resolve(name), overrides, peak_gib, mem_source, clock))
+    for target in [None, *rest]:
+        replay = run.baseline() if target is None else run.replay(target)
+        rows.append(_row(run, replay, prices))
         if progress is not None:
-            progress(name)
+            progress(replay.gpu.name)
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     table["speedup"] = table["iteration_ms"].iat[0] / table["iteration_ms"]
     return table
 
 
-def _row(trace: Any, src: Any, target: Any, overrides: dict[str, float], peak_gib: float | None,
-         mem_source: str, clock: pipeline.HostClock) -> dict[str, Any]:
+def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
     from habitat_trace.analysis.memory import fits
 
-    scaled = pipeline.scale(trace, src, target, clock=clock)
-    prediction = scaled.prediction
-    iteration_ms, busy_ms, source = pipeline.headline(scaled)
-    usd, price_source = _price(target, overrides)
+    gpu = replay.gpu
+    slow = replay.slowest()
+    head = slow.headline
+    usd, price_source = _price(gpu, prices)
+    peak_gib, mem_source = run_peak_memory(run)
+    transfer, wait = collective_split(replay, replay.ranks.index(slow))
     return {
-        "gpu": target.name, "iteration_ms": iteration_ms, "gpu_busy_ms": busy_ms, "speedup": float("nan"),
-        "bound": "launch" if busy_ms < LAUNCH_BOUND_BUSY * iteration_ms else "gpu",
+        "gpu": gpu.name, "origin": replay.target is None, "iteration_ms": head.iteration_ms, "gpu_busy_ms": head.gpu_busy_ms,
+        "speedup": float("nan"), "bound": "launch" if head.gpu_busy_ms < LAUNCH_BOUND_BUSY * head.iteration_ms
+        else "gpu",
         "usd_per_hour": usd, "price_source": price_source,
-        "usd_per_1k_iterations": None if usd is None else usd * iteration_ms * 1000 / MS_PER_HOUR,
-        "peak_memory_gib": peak_gib, "memory_source": mem_source,
-        "fits_memory": fits(peak_gib, target.memory_gib),
-        "method_share": method_share(prediction.method, prediction.dur_ns),
-        "iteration_source": source,
-        "profiler_overhead_ms": float(np.mean(clock.overhead_per_step_ns)) / 1e6 if len(clock.overhead_per_step_ns)
-        else 0.0,
+        "usd_per_1k_iterations": None if usd is None else usd * len(run.ranks) * head.iteration_ms * 1000 / MS_PER_HOUR,
+        "peak_memory_gib": peak_gib, "memory_source": mem_source, "fits_memory": fits(peak_gib, gpu.memory_gib),
+        "method_share": method_share(np.concatenate([r.prediction.method for r in replay.ranks]),
+                                     np.concatenate([r.prediction.dur_ns for r in replay.ranks])),
+        "iteration_source": head.source, "profiler_overhead_ms": overhead_ms(slow.host), "ranks": len(run.ranks),
+        "slowest_rank": None if run.single else slow.rank.number, "transfer_ms": transfer, "wait_ms": wait,
+        "warnings": list(replay.warnings),
     }
+
+
+def collective_split(replay: Replay, position: int) -> tuple[Optional[float], Optional[float]]:
+    """(transfer, wait) ms per step of rank ``position``'s matched collectives; (None, None) for one rank."""
+    if len(replay.ranks) == 1:
+        return None, None
+    c = replay.collectives
+    mine = c[c["rank"] == position]
+    steps = max(len(replay.ranks[position].tables.steps), 1)
+    return float(mine["transfer_ns"].sum()) / steps / 1e6, float(mine["wait_ns"].sum()) / steps / 1e6
+
+
+def run_peak_memory(run: Run) -> tuple[Optional[float], str]:
+    """The largest rank's peak memory and its source (memory.peak_memory); "unknown" when no rank shows it."""
+    from habitat_trace.analysis.memory import UNKNOWN, peak_memory
+
+    peaks = [peak_memory(r.tables) for r in run.ranks]
+    known = [p for p in peaks if p[0] is not None]
+    return max(known, key=lambda p: p[0] or 0.0) if known else (None, UNKNOWN)
 
 
 def method_share(method: np.ndarray, dur_ns: np.ndarray) -> dict[str, float]:
@@ -100,10 +134,9 @@ def method_share(method: np.ndarray, dur_ns: np.ndarray) -> dict[str, float]:
     return out
 
 
-def _price(target: Any, overrides: dict[str, float]) -> tuple[Optional[float], Optional[str]]:
+def _price(target: GpuSpec, overrides: dict[str, float]) -> tuple[Optional[float], Optional[str]]:
     if target.name in overrides:
         return overrides[target.name], PRICE_OVERRIDE
     if target.price is None:
         return None, None
     return float(target.price.usd_per_hour), f"{target.price.provider}, {target.price.date}"
-

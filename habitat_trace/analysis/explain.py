@@ -1,20 +1,29 @@
-"""``explain(trace, target) -> dict``: which ops and kernels change most on the target, and why.
+"""``explain(run, targets) -> Explanation``: which ops and kernels change most on each target, and why.
 
-Pure: built from ``analysis.kernels.kernel_report`` (the engine's own per-kernel facts) and the replayed timeline,
-one prediction and replay per GPU (pipeline.scale).
+Pure: built from ``analysis.kernels.kernel_report`` (the engine's own per-kernel facts) and the replayed timelines,
+one prediction and joint replay of the run per GPU (pipeline.Run.replay). Three tables, a row per target (and
+rank), so one target and several read the same way:
+- ``steps``: per rank, the step on the origin and on the target: iteration, GPU busy, GPU idle (the launch-bound
+  gap), its matched collectives' transfer and wait for the other ranks (several ranks only), the profiler
+  overhead removed;
+- ``ops`` (by top-level op) and ``kernels``: of the rank that sets the step on the target (the slowest), the
+  ``top`` whose GPU time changes most.
 Times are per step (summed over the ProfilerSteps, divided by their number; GPU events outside the steps are
 left out). ``share`` is the op's (kernel's) GPU time on the target over the target's step: the iteration time,
 or the summed GPU time of the step where streams overlap so much that it is larger; so shares sum to <= 1.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from habitat_trace import pipeline
-from habitat_trace.ingest.trace import Trace
+from habitat_trace.analysis.compare import collective_split
+from habitat_trace.pipeline import Run
+from habitat_trace.pipeline.host import overhead_ms
+from habitat_trace.pipeline.run import RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
 
 # γ >= this: the kernel's origin time is mostly DRAM traffic (docs/method.md step 4)
@@ -22,38 +31,63 @@ MEMORY_BOUND_GAMMA = 0.5
 NO_OP = "(no op)"
 
 
-def explain(trace: Trace, origin: GpuSpec, target: GpuSpec, top: int = 15,
-            host: pipeline.Host = pipeline.Host()) -> dict[str, Any]:
-    """The step before and after, and the ``top`` ops and kernels whose GPU time changes most (module doc)."""
+@dataclass(frozen=True)
+class Explanation:
+    steps: pd.DataFrame
+    ops: pd.DataFrame
+    kernels: pd.DataFrame
+    warnings: tuple[str, ...]
+
+
+def explain(run: Run, targets: Sequence[GpuSpec], top: int = 15) -> Explanation:
+    """The tables of the module doc, for every target in order."""
+    steps, ops, kernels, warnings = [], [], [], []
+    for target in targets:
+        replay = run.replay(target)
+        steps += step_rows(run.baseline(), replay)
+        slow = replay.slowest()
+        ops_t, kernels_t = changes(slow, top, None if run.single else slow.rank.number)
+        ops.append(ops_t)
+        kernels.append(kernels_t)
+        warnings += [f"{target.name}: {w}" for w in replay.warnings]
+    return Explanation(pd.DataFrame(steps), pd.concat(ops, ignore_index=True),
+                       pd.concat(kernels, ignore_index=True), tuple(dict.fromkeys(warnings)))
+
+
+def step_rows(before: Replay, after: Replay) -> list[dict[str, Any]]:
+    """Per rank: the step on the origin and on the target (module doc)."""
+    rows = []
+    for i, (b, a) in enumerate(zip(before.ranks, after.ranks)):
+        (it0, busy0), (it1, busy1) = (b.headline.iteration_ms, b.headline.gpu_busy_ms), \
+            (a.headline.iteration_ms, a.headline.gpu_busy_ms)
+        (tr0, wait0), (tr1, wait1) = collective_split(before, i), collective_split(after, i)
+        rows.append({
+            "origin": b.origin.name, "target": a.target.name,
+            "rank": None if len(after.ranks) == 1 else a.rank.number, "steps": max(len(a.tables.steps), 1),
+            "origin_iteration_ms": it0, "iteration_ms": it1, "origin_gpu_busy_ms": busy0, "gpu_busy_ms": busy1,
+            "origin_gpu_idle_ms": it0 - busy0, "gpu_idle_ms": it1 - busy1,
+            "origin_idle_share": _ratio(it0 - busy0, it0), "idle_share": _ratio(it1 - busy1, it1),
+            "origin_transfer_ms": tr0, "transfer_ms": tr1, "origin_wait_ms": wait0, "wait_ms": wait1,
+            "profiler_overhead_ms": overhead_ms(a.host),
+        })
+    return rows
+
+
+def changes(after: RankReplay, top: int, rank: Optional[int] = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``top`` ops and kernels of one rank (``rank``: its number, None for a run of one) whose GPU time changes
+    most (module doc)."""
     from habitat_trace.analysis.kernels import kernel_report
 
-    clock = pipeline.host_clock(trace, host)
-    scaled = pipeline.scale(trace, origin, target, clock=clock)
-    report = kernel_report(trace, scaled.prediction)
-    before = pipeline.headline(pipeline.scale(trace, origin, origin, clock=clock))[:2]
-    after = pipeline.headline(scaled)[:2]
-    steps = max(len(trace.steps), 1)
-    if len(trace.steps):
+    tables = after.tables
+    report = kernel_report(tables, after.prediction)
+    steps = max(len(tables.steps), 1)
+    if len(tables.steps):
         report = report[report["step"] >= 0]
     gpu_ms = report["dur_target_ns"].sum() / steps / 1e6
-    denominator = max(after[0], gpu_ms)
-    return {
-        "origin": origin.name, "target": target.name, "steps": steps,
-        "step": _step_summary(before, after),
-        "profiler_overhead_ms": float(np.mean(clock.overhead_per_step_ns)) / 1e6 if len(clock.overhead_per_step_ns)
-        else 0.0,
-        "ops": _groups(report, "root_op_name", steps, denominator, top),
-        "kernels": _groups(report, "name", steps, denominator, top),
-    }
-
-
-def _step_summary(before: tuple[float, float], after: tuple[float, float]) -> dict[str, Any]:
-    """Iteration, GPU busy and GPU idle (the launch-bound gap: step time the GPU does nothing) per step."""
-    (it0, busy0), (it1, busy1) = before, after
-    return {
-        "iteration_ms": [it0, it1], "gpu_busy_ms": [busy0, busy1], "gpu_idle_ms": [it0 - busy0, it1 - busy1],
-        "idle_share": [_ratio(it0 - busy0, it0), _ratio(it1 - busy1, it1)],
-    }
+    denominator = max(after.headline.iteration_ms, gpu_ms)
+    head = {"target": after.target.name, "rank": rank}
+    return (pd.DataFrame([{**head, **r} for r in _groups(report, "root_op_name", steps, denominator, top)]),
+            pd.DataFrame([{**head, **r} for r in _groups(report, "name", steps, denominator, top)]))
 
 
 def _ratio(a: float, b: float) -> Optional[float]:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.ingest import schema as S
-from habitat_trace.ingest.trace import Trace
+from habitat_trace.ingest.trace import Tables
 from habitat_trace.scale import engine
 from habitat_trace.scale.prediction import Prediction
 
@@ -21,7 +21,7 @@ REPORT_COLUMNS = ("name", "kclass", "op_name", "root_op_name", "step", "dur_orig
                   "waves_origin", "waves_target", "gamma", "flop_share", "f_mem", "f_comp", "method", "reason")
 
 
-def kernel_report(trace: Trace, prediction: Prediction) -> pd.DataFrame:
+def kernel_report(trace: Tables, prediction: Prediction) -> pd.DataFrame:
     g = trace.gpu
     facts = prediction.facts
     f_mem, f_comp = (facts.f_mem, facts.f_comp) if facts is not None else (np.ones(len(g)), np.ones(len(g)))

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.ingest import schema as S
-from habitat_trace.ingest.trace import Trace
+from habitat_trace.ingest.trace import Tables
 from habitat_trace.timeline.steps import step_figures
 
 NS_PER_MS = 1e6
@@ -20,7 +20,7 @@ META_KEYS = ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cu
              "baseTimeNanoseconds")
 
 
-def summarize(trace: Trace, top: int = 10) -> dict[str, Any]:
+def summarize(trace: Tables, top: int = 10) -> dict[str, Any]:
     """Origin GPU, trace format, per-step figures, kernels by class, top kernels, field coverage."""
     gpu = trace.gpu
     cov = coverage(trace)
@@ -43,7 +43,7 @@ def summarize(trace: Trace, top: int = 10) -> dict[str, Any]:
     }
 
 
-def prediction(trace: Trace) -> dict[str, Any] | None:
+def prediction(trace: Tables) -> dict[str, Any] | None:
     """For a trace ``scale`` wrote (its ``habitat_trace`` key): which GPU it predicts, from which origin and
     input; None for a measured trace. (Its deviceProperties describe the target, so ``origin`` below is the
     target GPU.)"""
@@ -53,7 +53,7 @@ def prediction(trace: Trace) -> dict[str, Any] | None:
     return {k: info.get(k) for k in ("target", "origin", "input", "version")}
 
 
-def origin(trace: Trace) -> dict[str, Any]:
+def origin(trace: Tables) -> dict[str, Any]:
     props = trace.device_properties
     major, minor = props.get("computeMajor"), props.get("computeMinor")
     return {
@@ -65,7 +65,7 @@ def origin(trace: Trace) -> dict[str, Any]:
     }
 
 
-def trace_format(trace: Trace) -> dict[str, Any]:
+def trace_format(trace: Tables) -> dict[str, Any]:
     out: dict[str, Any] = {k: trace.meta[k] for k in META_KEYS if k in trace.meta}
     first = int(trace.gpu[S.EVENT].iat[0]) if len(trace.gpu) else None
     legacy = first is not None and trace.events[first].get("cat") == "Kernel"
@@ -74,7 +74,7 @@ def trace_format(trace: Trace) -> dict[str, Any]:
     return out
 
 
-def steps(trace: Trace) -> dict[str, Any]:
+def steps(trace: Tables) -> dict[str, Any]:
     table = step_figures(trace.steps, trace.gpu).table
     rows = [{
         "number": int(r.number), "cpu_ms": r.cpu_ns / NS_PER_MS, "gpu_busy_ms": r.gpu_busy_ns / NS_PER_MS,
@@ -85,7 +85,7 @@ def steps(trace: Trace) -> dict[str, Any]:
     return {"count": len(trace.steps), "pseudo_step": len(trace.steps) == 0, "per_step": rows, "mean": mean}
 
 
-def profiler_overhead(trace: Trace) -> dict[str, Any]:
+def profiler_overhead(trace: Tables) -> dict[str, Any]:
     """The profiler's own host overhead per step (timeline/overhead.py) and what the estimate rests on; the
     measured un-profiled step when the trace carries one (habitat_trace.schedule)."""
     from habitat_trace.pipeline import measured_step_ns
@@ -158,7 +158,7 @@ def short_name(name: str, width: int = SHORT_NAME_CHARS) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
-def coverage(trace: Trace) -> dict[str, Any]:
+def coverage(trace: Tables) -> dict[str, Any]:
     """Fractions of kernels with launch parameters, registers, a launch call, an op, and shapes on that op."""
     gpu = trace.gpu
     k = gpu[gpu[S.CAT] == S.CAT_KERNEL]
@@ -185,7 +185,7 @@ def _frac(mask: Any) -> float:
     return float(np.mean(mask))
 
 
-def warnings(trace: Trace, cov: dict[str, Any]) -> list[str]:
+def warnings(trace: Tables, cov: dict[str, Any]) -> list[str]:
     out = []
     if prediction(trace):
         out.append("a prediction written by habitat-trace scale, not a measurement: scale or compare the trace "

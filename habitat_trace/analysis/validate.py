@@ -3,94 +3,116 @@
 Steps are matched in order (the i-th ProfilerStep of each); ops by root-op name and occurrence
 within the step; kernels by launch order within their matched op, by name first and position
 second, so a library that picked a different kernel on the target still pairs up. Errors are
-predicted / measured - 1. Step figures are keyed ``gpu_busy``, ``gpu_span``, ``cpu_step``, each with
-``predicted_ms``, ``measured_ms`` and ``error_pct``.
+predicted / measured - 1. The step figures are rows ``gpu_busy``, ``gpu_span``, ``cpu_step`` and ``iteration``, each
+with ``predicted_ms``, ``measured_ms`` and ``error_pct``.
 
 Like is compared with like (issue 16): a prediction ``scale`` wrote without the profiler's overhead (its default) is
-compared with the measured trace's own de-profiled timeline (pipeline.scale of it onto its GPU: the same overhead
+compared with the measured trace's own de-profiled timeline (pipeline.Run's replay of it on its GPU: the same overhead
 model, or the un-profiled step the trace carries when recorded with habitat_trace.schedule); a prediction written
 with ``--keep-profiler-overhead`` with the measured trace as recorded. ``iteration`` compares the steady iteration
 (pipeline.steady_iteration) of both; its ``measured_source`` says whether the measured side is the real loop
 ("measured": the trace carries it), an estimate with the profiler's overhead removed ("estimated"), or the
 profiled trace ("profiled").
 
-Traces of different programs are refused (fewer than ``MIN_MATCHED_OPS`` of the top-level ops pair up);
+Traces of different programs are refused (fewer than ``MIN_MATCHED_OPS`` of the top-level ops pair up, or fewer
+than ``MIN_SAME_SHAPES`` of the pairs run on the same input shapes);
 a prediction for another GPU than the measured one gives a warning in the report's ``warnings``.
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from habitat_trace import pipeline
 from habitat_trace.errors import HabitatTraceError, SpecError
-from habitat_trace.ingest import Trace
+from habitat_trace.ingest import Tables
 from habitat_trace.ingest import schema as S
-from habitat_trace.scale.specs import Catalog, load_catalog
+from habitat_trace.pipeline import Options, Run, measured_step_ns, overhead_removed, steady_iteration
+from habitat_trace.scale.specs import Catalog
 from habitat_trace.timeline.steps import step_figures
 
-# report key -> step_figures column (ns); the report holds ms
+# report figure -> step_figures column (ns); the report holds ms
 STEP_FIGURES = {"gpu_busy": "gpu_busy_ns", "gpu_span": "gpu_span_ns", "cpu_step": "cpu_ns"}
 # Share of the top-level op instances (name and occurrence in a step) that must pair up. The same workload
 # pairs nearly all of them on another GPU; GPT-2 against ResNet-50 paired 12 (issue 19).
 MIN_MATCHED_OPS = 0.5
+# Share of the paired top-level ops (both with recorded shapes) whose input shapes must agree. The same workload
+# on another GPU runs the same ops on the same shapes: 100% on each of the 34 shared same-workload pairs (H100 <->
+# H200, each against its SM-limited run, 2026-11-25); GPT-2 against BERT pairs 808 ops by name (both are stacks
+# of aten::linear, layer_norm, ...), 4 of 258 on the same shapes (issue 26, item 5).
+MIN_SAME_SHAPES = 0.5
 
 
-def validate(predicted: Trace, measured: Trace, top: int = 10) -> dict[str, Any]:
-    catalog = load_catalog(None)
-    warnings = gpu_mismatch(predicted, measured, catalog)
+@dataclass(frozen=True)
+class Validation:
+    """The tables ``validate`` prints: step figures (and the iteration), the matched ops and kernels, the worst."""
+
+    steps: pd.DataFrame  # figure, predicted_ms, measured_ms, error_pct, measured_source, steps_compared
+    matched: pd.DataFrame  # what (ops, kernels), matched, median / time-weighted |error|, total error
+    worst_ops: pd.DataFrame
+    worst_kernels: pd.DataFrame
+    warnings: tuple[str, ...]
+
+
+def validate(predicted: Tables, measured: Tables, options: Options, top: int = 10) -> Validation:
+    warnings = gpu_mismatch(predicted, measured, options.catalog)
     fp = step_figures(predicted.steps, predicted.gpu).table
     raw = step_figures(measured.steps, measured.gpu).table
     n = min(len(fp), len(raw))
     pk, mk = _keyed(predicted, n), _keyed(measured, n)
     ops = _ops(pk, mk)
-    _refuse_other_program(predicted, measured, len(ops), max(pk["key"].nunique(), mk["key"].nunique()))
+    _refuse_other_program(predicted, measured, ops, max(pk["key"].nunique(), mk["key"].nunique()))
     kernels = _kernels(pk, mk)
-    fm, source = _measured_figures(predicted, measured, raw, catalog, warnings)  # after the refusal: it replays
-    steps = {k: _err(fp[c].iloc[:n].mean(), fm[c].iloc[:n].mean()) | {"predicted_ms": fp[c].iloc[:n].mean() / 1e6,
-                                                                         "measured_ms": fm[c].iloc[:n].mean() / 1e6}
-             for k, c in STEP_FIGURES.items()}
-    p_it = pipeline.steady_iteration(fp.iloc[:n], len(predicted.steps) > 0)[0]
-    m_it, m_busy = pipeline.steady_iteration(fm.iloc[:n], len(measured.steps) > 0)
-    real = pipeline.measured_step_ns(measured)
+    fm, source = _measured_figures(predicted, measured, raw, options, warnings)  # after the refusal: it replays
+    rows = [{"figure": k, "predicted_ms": fp[c].iloc[:n].mean() / 1e6, "measured_ms": fm[c].iloc[:n].mean() / 1e6,
+             "measured_source": source} for k, c in STEP_FIGURES.items()]
+    p_it = steady_iteration(fp.iloc[:n], len(predicted.steps) > 0)[0]
+    m_it, m_busy = steady_iteration(fm.iloc[:n], len(measured.steps) > 0)
+    real = measured_step_ns(measured)
+    it_source = source
     if real is not None and source == "estimated":
-        m_it, source = max(real / 1e6, m_busy), "measured"
-    return {
-        "predicted": predicted.path.name, "measured": measured.path.name,
-        "warnings": warnings,
-        "steps_compared": n, "step": steps,
-        "iteration": _err(p_it, m_it) | {"predicted_ms": p_it, "measured_ms": m_it, "measured_source": source},
-        "ops": _summary(ops), "kernels": _summary(kernels),
-        "worst_ops": _worst(ops, top), "worst_kernels": _worst(kernels, top),
-    }
+        m_it, it_source = max(real / 1e6, m_busy), "measured"
+    rows.append({"figure": "iteration", "predicted_ms": p_it, "measured_ms": m_it, "measured_source": it_source})
+    steps = pd.DataFrame([{**r, "error_pct": _err(r["predicted_ms"], r["measured_ms"]), "steps_compared": n}
+                          for r in rows])
+    matched = pd.DataFrame([{"what": w, **_summary(df)} for w, df in (("ops", ops), ("kernels", kernels))])
+    return Validation(steps, matched, _worst(ops, top), _worst(kernels, top), tuple(warnings))
 
 
-def _measured_figures(predicted: Trace, measured: Trace, raw: pd.DataFrame, catalog: Catalog,
+def _measured_figures(predicted: Tables, measured: Tables, raw: pd.DataFrame, options: Options,
                       warnings: list[str]) -> tuple[pd.DataFrame, str]:
     """The measured trace's step figures (``raw``: as recorded) on the predicted trace's terms (module doc), and
     what they are."""
-    if not pipeline.overhead_removed(predicted) or pipeline.overhead_removed(measured):
-        return raw, "profiled" if not pipeline.overhead_removed(measured) else "estimated"
+    if not overhead_removed(predicted) or overhead_removed(measured):
+        return raw, "profiled" if not overhead_removed(measured) else "estimated"
+    run = Run([measured], options)
     try:
-        spec = pipeline.resolve_origin(measured, catalog, None)
+        run.ranks[0].origin
     except SpecError:
         warnings.append(f"{measured.path.name}: its GPU is not in the catalog, so its profiler overhead is not "
                         "removed: the CPU-side figures compare a de-profiled prediction with a profiled trace")
         return raw, "profiled"
-    return pipeline.scale(measured, spec, spec).step_figures().table, "estimated"
+    return run.baseline().ranks[0].step_figures().table, "estimated"
 
 
-def _refuse_other_program(predicted: Trace, measured: Trace, matched: int, total: int) -> None:
-    if total and matched < MIN_MATCHED_OPS * total:
-        raise HabitatTraceError(
-            f"{predicted.path.name} and {measured.path.name} run different programs: {matched} of {total} top-level "
-            "ops pair up by name and order; validate a prediction against a trace of the same workload")
+def _refuse_other_program(predicted: Tables, measured: Tables, ops: pd.DataFrame, total: int) -> None:
+    """Different programs are refused: too few top-level ops pair up by name and order, or the pairs run on other
+    shapes (module doc)."""
+    why = ""
+    if total and len(ops) < MIN_MATCHED_OPS * total:
+        why = f"{len(ops)} of {total} top-level ops pair up by name and order"
+    shaped = ops[(ops["predicted_dims"] != "") & (ops["measured_dims"] != "")]
+    same = int((shaped["predicted_dims"] == shaped["measured_dims"]).sum())
+    if not why and len(shaped) and same < MIN_SAME_SHAPES * len(shaped):
+        why = f"of {len(shaped)} top-level ops paired by name and order, {same} have the same input shapes"
+    if why:
+        raise HabitatTraceError(f"{predicted.path.name} and {measured.path.name} run different programs: {why}; "
+                                "validate a prediction against a trace of the same workload")
 
 
-def gpu_mismatch(predicted: Trace, measured: Trace, catalog: Catalog) -> list[str]:
+def gpu_mismatch(predicted: Tables, measured: Tables, catalog: Catalog) -> list[str]:
     """A warning when the predicted trace is for another GPU than the one the measured trace ran on
     (``catalog`` names; raw device names when the catalog knows neither)."""
     info = predicted.meta.get("habitat_trace")
@@ -108,11 +130,11 @@ def gpu_mismatch(predicted: Trace, measured: Trace, catalog: Catalog) -> list[st
     return []
 
 
-def _err(p: float, m: float) -> dict[str, float]:
-    return {"error_pct": float(100 * (p / m - 1)) if m else float("nan")}
+def _err(p: float, m: float) -> float:
+    return float(100 * (p / m - 1)) if m else float("nan")
 
 
-def _keyed(trace: Trace, steps: int) -> pd.DataFrame:
+def _keyed(trace: Tables, steps: int) -> pd.DataFrame:
     """GPU events of the first ``steps`` steps with their root op's occurrence key and kernel order."""
     g = trace.gpu[(trace.gpu[S.STEP] >= 0) & (trace.gpu[S.STEP] < steps)].copy()
     g = g.sort_values([S.STEP, S.LAUNCH_TS, S.TS], kind="stable")
@@ -124,18 +146,21 @@ def _keyed(trace: Trace, steps: int) -> pd.DataFrame:
     g["root"] = root.to_numpy()
     g["key"] = list(zip(g[S.STEP], g["root"], g["occ"]))
     g["method"] = [_arg(trace, e, "habitat_method") for e in g[S.EVENT]]
+    dims = trace.ops[S.INPUT_DIMS].to_numpy(dtype=object)
+    g["dims"] = [repr(dims[r]) if r >= 0 and dims[r] else "" for r in g[S.ROOT_OP].tolist()]
     return g
 
 
-def _arg(trace: Trace, event: int, key: str) -> str:
+def _arg(trace: Tables, event: int, key: str) -> str:
     args = trace.events[int(event)].get("args")
     return str(args.get(key, "")) if isinstance(args, dict) else ""
 
 
 def _ops(p: pd.DataFrame, m: pd.DataFrame) -> pd.DataFrame:
     pa = p.groupby("key").agg(name=("root", "first"), predicted_ns=(S.DUR, "sum"),
-                              method=("method", lambda x: x.mode().iat[0] if len(x) else ""))
-    ma = m.groupby("key").agg(measured_ns=(S.DUR, "sum"))
+                              method=("method", lambda x: x.mode().iat[0] if len(x) else ""),
+                              predicted_dims=("dims", "first"))
+    ma = m.groupby("key").agg(measured_ns=(S.DUR, "sum"), measured_dims=("dims", "first"))
     both = pa.join(ma, how="inner")
     return both.assign(error_pct=100 * (both.predicted_ns / both.measured_ns - 1)).reset_index(drop=True)
 
@@ -182,8 +207,8 @@ def _summary(df: pd.DataFrame) -> dict[str, float]:
             "total_error_pct": float(100 * (df.predicted_ns.sum() / max(df.measured_ns.sum(), 1) - 1))}
 
 
-def _worst(df: pd.DataFrame, top: int) -> list[dict[str, Any]]:
+def _worst(df: pd.DataFrame, top: int) -> pd.DataFrame:
     """Largest absolute time misses (ns), with their errors and the method that predicted them."""
     miss = (df.predicted_ns - df.measured_ns).abs()
-    rows = df.assign(miss_ns=miss).sort_values("miss_ns", ascending=False).head(top)
-    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()} for r in rows.to_dict("records")]
+    rows = df.assign(miss_ns=miss).sort_values("miss_ns", ascending=False, kind="stable").head(top)
+    return rows.drop(columns=[c for c in ("predicted_dims", "measured_dims") if c in rows.columns])

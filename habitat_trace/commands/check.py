@@ -1,41 +1,62 @@
-"""``habitat-trace check TRACE``: Perfetto JSON-import rules (emit/check.py).
+"""``habitat-trace check TRACE``: Perfetto's JSON-import rules (ingest/rules.py) as a report: a row per violation.
 
-Prints each violation; exit 1 if any, else "ok: N events". For a habitat-trace output, violations its
-input already had are printed as warnings and do not fail the check: the input is ``--input``, else the file
-named by ``habitat_trace.input`` (a file name since issue 19; older outputs hold a path) looked up beside the
-checked trace, so the check does not depend on where the command runs. A line on stderr says which.
+Exit 1 when any violation is ours; else a note "ok: N events". For a habitat-trace output, the violations its
+input already had do not fail the check (status "also in the input"): the output records them
+(``habitat_trace.input_violations``), so the input is not needed; ``--input`` checks against a given input instead;
+an older output without the record is checked against the file named by ``habitat_trace.input`` beside it.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-import typer
+import pandas as pd
 
-from habitat_trace.emit.check import check_events, compare
+from habitat_trace.commands.render import Column, Report, Table
+from habitat_trace.ingest import rules
 from habitat_trace.ingest.reader import read_document
 
+SHOWN = (Column("event", "event", "d"), Column("rule", "rule", text=True), Column("status", "status", text=True),
+         Column("message", "message", text=True))
 
-def run(path: Path, source: Optional[Path] = None) -> None:
+
+def report(path: Path, source: Optional[Path] = None) -> tuple[Report, int]:
+    """The report, and the number of violations that are ours (errors)."""
     from habitat_trace.commands.common import note
 
     doc = read_document(Path(path))
     events = doc["traceEvents"]
-    named = (doc.get("habitat_trace") or {}).get("input") if isinstance(doc.get("habitat_trace"), dict) else None
-    if source is None and named:
-        beside = Path(path).parent / Path(str(named)).name
-        source = beside if beside.is_file() else None
-        if source is None:
-            note(f"note: the input {Path(str(named)).name} is not beside {Path(path).name}: every violation counts "
-                 "(give the input with --input)", err=True)
+    block = doc.get("habitat_trace")
+    header: dict[str, Any] = block if isinstance(block, dict) else {}
+    known, how = _known(Path(path), source, header)
+    if how:
+        note(how, err=True)
+    errors, warnings = rules.split(rules.check_events(events), known)
+    rows = [_row(v, "error") for v in errors] + [_row(v, "also in the input") for v in warnings]
+    frame = pd.DataFrame(sorted(rows, key=lambda r: (r["event"], r["rule"])),
+                         columns=["event", "rule", "status", "message"])
+    ok = f"ok: {len(events)} events" + (f" ({len(warnings)} warnings from the input)" if warnings else "")
+    summary = ok if not errors else f"{len(errors)} violations of ours in {len(events)} events"
+    return Report((Table("violations", "violations of Perfetto's JSON import rules", frame, SHOWN),),
+                  notes=(summary,)), len(errors)
+
+
+def _known(path: Path, source: Optional[Path], header: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The input's own violations (by rule), and a line saying where they came from when that is worth saying."""
     if source is not None:
-        errors, warnings = compare(read_document(Path(source))["traceEvents"], events)
-    else:
-        errors, warnings = check_events(events), []
-    for v in warnings:
-        typer.echo(f"warning (also in the input): {v}")
-    for v in errors:
-        typer.echo(f"error: {v}")
-    if errors:
-        raise typer.Exit(1)
-    note(f"ok: {len(events)} events" + (f" ({len(warnings)} warnings from the input)" if warnings else ""))
+        return rules.by_rule(rules.check_events(read_document(source)["traceEvents"])), ""
+    recorded = header.get("input_violations")
+    if isinstance(recorded, dict):
+        return recorded, ""
+    named = header.get("input")
+    if not named:
+        return {}, ""
+    beside = path.parent / Path(str(named)).name
+    if beside.is_file():
+        return rules.by_rule(rules.check_events(read_document(beside)["traceEvents"])), ""
+    return {}, (f"note: the input {Path(str(named)).name} is not beside {path.name}: every violation counts "
+                "(give the input with --input)")
+
+
+def _row(v: rules.Violation, status: str) -> dict[str, Any]:
+    return {"event": v.index, "rule": v.rule, "status": status, "message": v.message}

@@ -1,62 +1,16 @@
-"""``habitat-trace explain``: print ``habitat_trace.analysis.explain.explain`` as rich tables or JSON on stdout.
-
-Several ``--to`` (comma-separated, or ``all``): one explanation per target, in order; JSON is then a list of
-the objects one target prints. Below ``WIDE`` columns the tables drop waves, γ, bound and method (JSON has them)
-so the numbers are never cut.
+"""``habitat-trace explain``: ``analysis.explain.explain`` as a report of three tables, whatever the number of
+targets and ranks: the step per rank before and after, and the ops and kernels that change most (of the rank that
+sets the step). JSON is always the object {"steps": [...], "ops": [...], "kernels": [...], "warnings": [...]}.
 """
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Sequence
 
-from habitat_trace.errors import HabitatTraceError
+from habitat_trace.commands.render import Column, Report, Table
+from habitat_trace.pipeline import Options
 
-FORMATS = ("table", "json")
-WIDTH = 200  # when piped: room for op and kernel names
 NAME_WIDTH = 70
-WIDE = 150  # columns the full table needs with 40-character names; narrower terminals get the short layout
-
-
-def run(trace: Path, to: list[str] | str, specs: Optional[Path], top: int, fmt: str, origin: Optional[str],
-        whatif: Optional[dict[str, Any]] = None, host: Optional[Any] = None) -> None:
-    if fmt not in FORMATS:
-        raise HabitatTraceError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    if Path(trace).is_dir():  # one trace per rank: transfer vs waiting per rank (commands/ranks.py)
-        from habitat_trace.commands import ranks
-
-        return ranks.explain(Path(trace), to if isinstance(to, str) else ",".join(to), specs, origin, fmt,
-                             whatif or {}, host)
-    if top < 1:
-        raise HabitatTraceError(f"--top {top}: give a positive number")
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from habitat_trace import pipeline
-    from habitat_trace.commands.common import quiet, target_names
-    from habitat_trace.analysis.explain import explain
-    from habitat_trace.pipeline import resolve_origin
-    from habitat_trace.ingest import load
-    from habitat_trace.scale.specs import load_catalog
-
-    catalog = load_catalog(specs)
-    targets = [catalog.resolve(n) for n in target_names(to, catalog)]  # unknown names fail before the trace is read
-    results = []
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True, disable=quiet()) as bar:
-        task = bar.add_task(f"reading {Path(trace).name}", total=None)
-        loaded = load(trace)
-        src = resolve_origin(loaded, catalog, origin)
-        for target in targets:
-            bar.update(task, description=f"predicting {src.name} -> {target.name}")
-            results.append(explain(loaded, src, target, top=top, host=host or pipeline.Host()))
-    if fmt == "json":
-        sys.stdout.write(json.dumps(results[0] if len(results) == 1 else results, indent=2) + "\n")
-    else:
-        for result in results:
-            print_tables(result)
-    sys.stdout.flush()
 
 
 def _short(name: str) -> str:
@@ -64,59 +18,66 @@ def _short(name: str) -> str:
     return name if len(name) <= NAME_WIDTH else name[:NAME_WIDTH - 1] + "…"
 
 
-def _console() -> Any:
-    """Terminal: its width; piped: ``WIDTH`` unless COLUMNS says otherwise."""
-    import os
-
-    from rich.console import Console
-
-    return Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else WIDTH)
-
-
-def print_tables(e: dict[str, Any]) -> None:
-    console = _console()
-    wide = console.width >= WIDE
-    s = e["step"]
-    console.print(f"[bold]{e['origin']} -> {e['target']}[/bold], per step (mean of {e['steps']}): iteration "
-                  f"{s['iteration_ms'][0]:.2f} -> {s['iteration_ms'][1]:.2f} ms, GPU busy {s['gpu_busy_ms'][0]:.2f} "
-                  f"-> {s['gpu_busy_ms'][1]:.2f} ms, GPU idle (launch-bound gaps) {s['gpu_idle_ms'][0]:.2f} -> "
-                  f"{s['gpu_idle_ms'][1]:.2f} ms ({_pct(s['idle_share'][0])} -> {_pct(s['idle_share'][1])} of the step); "
-                  f"profiler overhead removed: {e['profiler_overhead_ms']:.2f} ms per step")
-    console.print(_table("ops (by top-level op) whose GPU time changes most", "op", e["ops"], wide))
-    console.print(_table("kernels whose time changes most", "kernel", e["kernels"], wide))
-    if wide:
-        console.print("waves: time-weighted mean waves origin -> target; γ: share of the origin time the DRAM was "
-                      "busy (memory-bound when >= 0.5); share: of the target's step; method: see docs/method.md")
-    else:
-        console.print(f"share: of the target's step. Narrower than {WIDE} columns: waves, γ, bound and method "
-                      "are left out (--format json has them)")
+def _pair(key: str, spec: str) -> Callable[[dict[str, Any]], Optional[str]]:
+    """origin -> target of one figure, e.g. "1.23 -> 4.56" (null when the run has no such figure)."""
+    def cell(r: dict[str, Any]) -> Optional[str]:
+        a, b = r.get(f"origin_{key}"), r.get(key)
+        return None if a is None or b is None else f"{format(a, spec)} -> {format(b, spec)}"
+    return cell
 
 
-def _pct(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x:.0%}"
+def _step_columns(several: bool) -> tuple[Column, ...]:
+    target = (Column("target", "GPU", text=True),) if several else ()
+    return target + (
+        Column("rank", "rank", "d", optional=True),
+        Column("iteration_ms", "iteration ms", of=_pair("iteration_ms", ".2f"), short="iter ms"),
+        Column("gpu_busy_ms", "GPU busy ms", of=_pair("gpu_busy_ms", ".2f"), short="busy ms"),
+        Column("gpu_idle_ms", "GPU idle ms", of=_pair("gpu_idle_ms", ".2f"), short="idle ms"),
+        Column("idle_share", "idle share", of=_pair("idle_share", ".0%"), short="idle", drop=1),
+        Column("transfer_ms", "collective transfer ms", of=_pair("transfer_ms", ".2f"), short="xfer ms",
+               optional=True),
+        Column("wait_ms", "wait on ranks ms", of=_pair("wait_ms", ".2f"), short="wait ms", optional=True),
+        Column("profiler_overhead_ms", "profiler overhead removed ms", ".2f", short="overhead ms", drop=2),
+    )
 
 
-def _table(title: str, what: str, rows: list[dict[str, Any]], wide: bool = True) -> Any:
-    from rich import box
-    from rich.table import Table
+def _change_columns(what: str, several: bool) -> tuple[Column, ...]:
+    target = (Column("target", "GPU", text=True),) if several else ()
+    return target + (
+        Column("rank", "rank", "d", optional=True),
+        Column("name", what, _short, text=True),
+        Column("count_per_step", "n/step", "g"),
+        Column("origin_ms", "origin ms", ".3f"),
+        Column("target_ms", "target ms", ".3f"),
+        Column("change_ms", "change ms", "+.3f"),
+        Column("ratio", "x", ".2f"),
+        Column("waves", "waves", of=lambda r: f"{r['waves_origin']:.2f} -> {r['waves_target']:.2f}", drop=3),
+        Column("gamma", "γ", ".2f", drop=3),
+        Column("bound", "bound", text=True, drop=2),
+        Column("method", "method", of=lambda r: r["method"] + (f" ({r['reason']})" if r["reason"] else ""),
+               text=True, drop=4),
+        Column("share", "share", ".1%"),
+    )
 
-    full = (what, "n/step", "origin ms", "target ms", "change ms", "x", "waves", "γ", "bound", "method", "share")
-    shown = full if wide else (what, "n/step", "origin ms", "target ms", "change ms", "x", "share")
-    cells = []
-    for r in rows:
-        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        cell = dict(zip(full, (_short(r["name"]), f"{r['count_per_step']:g}", f"{r['origin_ms']:.3f}",
-                               f"{r['target_ms']:.3f}", f"{r['change_ms']:+.3f}", ratio,
-                               f"{r['waves_origin']:.2f} -> {r['waves_target']:.2f}", f"{r['gamma']:.2f}", r["bound"],
-                               r["method"] + (f" ({r['reason']})" if r["reason"] else ""), f"{r['share']:.1%}")))
-        cells.append([cell[c] for c in shown])
-    t = Table(title=title, title_justify="left", box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD, pad_edge=wide)
-    for i, c in enumerate(shown):
-        # numbers never wrap or shrink below their widest cell (an 80-column terminal cut "+68…"); names fold
-        width = max([len(c)] + [len(row[i]) for row in cells])
-        text = c in (what, "bound", "method")
-        t.add_column(c, justify="left" if text else "right", no_wrap=not text or c == "bound",
-                     min_width=None if text else width, overflow="fold")
-    for row in cells:
-        t.add_row(*row)
-    return t
+
+def report(trace: Path, to: Sequence[str], options: Options, top: int = 15) -> Report:
+    from habitat_trace.analysis.explain import explain
+    from habitat_trace.commands.common import progress
+    from habitat_trace.pipeline import Run
+
+    targets = options.targets(to)  # unknown names fail before the trace is read
+    with progress(f"reading {Path(trace).name}") as step:
+        run = Run.open(trace, options)
+        step(f"predicting {len(targets)} GPUs")
+        e = explain(run, targets, top=top)
+    several = len(targets) > 1
+    steps = e.steps.iloc[0]
+    title = (f"{steps['origin']} -> {', '.join(t.name for t in targets)}, per step (mean of {steps['steps']}), "
+             "origin -> target")
+    return Report((Table("steps", title, e.steps, _step_columns(several)),
+                   Table("ops", "ops (by top-level op) whose GPU time changes most", e.ops,
+                         _change_columns("op", several)),
+                   Table("kernels", "kernels whose time changes most", e.kernels, _change_columns("kernel", several))),
+                  notes=("waves: time-weighted mean waves origin -> target; γ: share of the origin time the DRAM was "
+                         "busy (memory-bound when >= 0.5); share: of the target's step; method: see docs/method.md",),
+                  warnings=e.warnings)

@@ -1,101 +1,92 @@
-"""``habitat-trace inspect``: print ``ingest.report.summarize`` as rich tables or one JSON object on stdout."""
+"""``habitat-trace inspect TRACE|DIR``: ``analysis.report.summarize`` of each trace as a report of tables: the
+traces (GPU, format, counts), their steps, GPU time by kernel class, the top kernels, what the kernels carry,
+and the profiler's overhead. A directory: every trace in it, a ``rank`` column when they are ranks of a run.
+"""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-from habitat_trace.errors import HabitatTraceError
+import pandas as pd
 
-FORMATS = ("table", "json")
-WIDTH = 160  # when piped: wide enough for kernel and op names (rich would use 80)
+from habitat_trace.commands.render import Column, Report, Table
+
+RANK = Column("rank", "rank", "d", optional=True)
+FILE = Column("file", "file", text=True, optional=True)
 
 
-def run(path: Path, fmt: str = "table", top: int = 10) -> None:
-    if fmt not in FORMATS:
-        raise HabitatTraceError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+def _prediction(p: Any) -> str:
+    return f"a prediction for {p['target']} from {p['origin']} ({p['input']})"
+
+
+TRACES = (Column("path", "file", lambda v: Path(v).name, text=True), RANK, Column("gpu", "GPU", text=True, missing="unknown"),
+          Column("sms", "SMs", "d"), Column("compute_capability", "cc"), Column("kernels", "kernels", "d"),
+          Column("gpu_events", "GPU events", "d", short="events"),
+          Column("streams", "streams", lambda v: ",".join(map(str, v)), drop=2),
+          Column("layout", "layout", text=True, drop=3),
+          Column("prediction", "prediction", _prediction, text=True, optional=True))
+STEPS = (FILE, RANK, Column("step", "step"), Column("cpu_ms", "CPU ms", ".3f"),
+         Column("gpu_busy_ms", "GPU busy ms", ".3f"), Column("gpu_span_ms", "GPU span ms", ".3f"),
+         Column("kernels", "kernels", "g"))
+CLASSES = (FILE, RANK, Column("class", "class", text=True), Column("count", "count", "d"),
+           Column("total_ms", "total ms", ".3f"), Column("share", "share", ".1%"))
+TOP = (FILE, RANK, Column("name", "kernel", text=True), Column("count", "count", "d"),
+       Column("total_ms", "total ms", ".3f"), Column("class", "class", text=True, drop=1),
+       Column("op", "op", text=True, drop=2))
+FIELDS = ("launch_params", "registers", "launch_call", "op", "input_dims", "step")
+COVERAGE = (FILE, RANK, Column("kernels", "kernels", "d"), *(Column(f, f.replace("_", " "), ".1%") for f in FIELDS))
+OVERHEAD = (FILE, RANK, Column("mean_ms", "estimated ms per step", ".2f", short="est. ms"),
+            Column("measured_unprofiled_step_ms", "measured un-profiled step ms", ".2f", short="measured ms",
+                   optional=True),
+            Column("host_unit_ns", "host unit ns", ".0f", drop=1))
+
+
+def report(path: Path, top: int = 10) -> Report:
+    from habitat_trace.analysis.report import summarize
     from habitat_trace.commands.common import progress
     from habitat_trace.ingest import load
-    from habitat_trace.analysis.report import summarize
+    from habitat_trace.pipeline.run import trace_files
 
+    files = trace_files(Path(path))
+    summaries = []
     with progress(f"reading {Path(path).name}") as step:
-        loaded = load(path)
-        step("summarizing")
-        summary = summarize(loaded, top=top)
-    if fmt == "json":
-        import orjson
-
-        sys.stdout.buffer.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-        sys.stdout.buffer.write(b"\n")
-        sys.stdout.flush()
-    else:
-        print_tables(summary)
-
-
-def print_tables(s: dict[str, Any]) -> None:
-    from rich.console import Console
-
-    console = Console(width=None if sys.stdout.isatty() else WIDTH)
-    o, f = s["origin"], s["format"]
-    console.print(f"[bold]{s['file']}[/bold]")
-    if s.get("prediction"):
-        p = s["prediction"]
-        console.print(f"[bold]a prediction[/bold] by habitat-trace {p['version']} for {p['target']} from a trace "
-                      f"recorded on {p['origin']} ({p['input']}); its kernel times are predicted, not measured")
-    console.print(f"{'GPU' if s.get('prediction') else 'origin GPU'}: {o['name'] or 'unknown (no deviceProperties)'}"
-                  + (f", {o['sms']} SMs, cc {o['compute_capability']}" if o["sms"] else "")
-                  + f"; devices {o['devices_in_trace']}, streams {s['kernels']['streams']}")
-    console.print("format: " + ", ".join(f"{k}={v}" for k, v in f.items()))
-    for table in (_steps_table(s), _class_table(s), _top_table(s), _coverage_table(s)):
-        console.print(table)
-    p = s["profiler_overhead"]
-    measured = p["measured_unprofiled_step_ms"]
-    console.print(f"profiler overhead (estimated): {p['mean_ms']:.2f} ms per step; the real loop's step ≈ CPU ms minus "
-                  "it" + (f"; measured without the profiler: {measured:.2f} ms per step" if measured else "")
-                  + " (docs/method.md, step 10)")
-    for w in s["warnings"]:
-        console.print(f"[yellow]warning:[/yellow] {w}")
+        for f in files:
+            step(f"reading {f.name}")
+            tables = load(f)
+            info = tables.distributed
+            summaries.append((f.name if len(files) > 1 else None, info.rank if info else None,
+                              summarize(tables, top=top)))
+    summaries.sort(key=lambda s: (s[1] is None, s[1] or 0, s[0] or ""))
+    return Report(tuple(_tables(summaries)), notes=(
+        "profiler overhead: the profiler's own host time per step, removed from every prediction (docs/method.md, "
+        "step 10); the real loop's step is about the CPU ms minus it",),
+        warnings=tuple(f"{name}: {w}" if name else w for name, _, s in summaries for w in s["warnings"]))
 
 
-def _table(title: str, *columns: str) -> Any:
-    from rich.table import Table
+def _tables(summaries: list[tuple[Any, Any, dict[str, Any]]]) -> list[Table]:
+    def rows(part: Any) -> pd.DataFrame:
+        return pd.DataFrame([{"file": name, "rank": rank, **r} for name, rank, s in summaries for r in part(s)])
 
-    t = Table(title=title, title_justify="left")
-    for i, c in enumerate(columns):
-        t.add_column(c, justify="left" if i == 0 or c in ("class", "op", "kernel") else "right")
-    return t
+    n = summaries[0][2]["steps"]
+    steps_title = "whole trace (no ProfilerStep: one pseudo-step)" if n["pseudo_step"] else f"{n['count']} steps"
+    return [Table("traces", "traces", rows(lambda s: [_trace_row(s)]), TRACES),
+            Table("steps", steps_title, rows(_step_rows), STEPS),
+            Table("classes", "GPU events by class (time)", rows(lambda s: s["kernels"]["by_class"]), CLASSES),
+            Table("top_kernels", "top kernels by total time", rows(lambda s: s["kernels"]["top"]), TOP),
+            Table("coverage", "fields present (fraction of kernels)", rows(lambda s: [s["coverage"]]), COVERAGE),
+            Table("profiler_overhead", "profiler overhead", rows(lambda s: [s["profiler_overhead"]]), OVERHEAD)]
 
 
-def _steps_table(s: dict[str, Any]) -> Any:
+def _trace_row(s: dict[str, Any]) -> dict[str, Any]:
+    o, f, k = s["origin"], s["format"], s["kernels"]
+    return {"path": s["file"], "gpu": o["name"], "sms": o["sms"], "compute_capability": o["compute_capability"],
+            "memory_bytes": o["memory_bytes"], "devices": o["devices_in_trace"], "streams": k["streams"],
+            "kernels": s["coverage"]["kernels"], "gpu_events": k["count"], "gpu_ms": k["total_ms"],
+            **{key: v for key, v in f.items()}, "prediction": s["prediction"]}
+
+
+def _step_rows(s: dict[str, Any]) -> list[dict[str, Any]]:
     st = s["steps"]
-    title = "whole trace (no ProfilerStep: one pseudo-step)" if st["pseudo_step"] else f"{st['count']} steps"
-    t = _table(title, "step", "CPU ms", "GPU busy ms", "GPU span ms", "kernels")
-    for r in st["per_step"]:
-        t.add_row(str(r["number"]) if r["number"] >= 0 else "-", f"{r['cpu_ms']:.3f}", f"{r['gpu_busy_ms']:.3f}",
-                  f"{r['gpu_span_ms']:.3f}", str(r["kernels"]))
-    m = st["mean"]
-    t.add_row("mean", f"{m['cpu_ms']:.3f}", f"{m['gpu_busy_ms']:.3f}", f"{m['gpu_span_ms']:.3f}",
-              f"{m['kernels']:.1f}", style="bold")
-    return t
-
-
-def _class_table(s: dict[str, Any]) -> Any:
-    k = s["kernels"]
-    t = _table(f"{k['count']} GPU events, {k['total_ms']:.3f} ms by class", "class", "count", "total ms", "share")
-    for r in k["by_class"]:
-        t.add_row(r["class"], str(r["count"]), f"{r['total_ms']:.3f}", f"{r['share']:.1%}")
-    return t
-
-
-def _top_table(s: dict[str, Any]) -> Any:
-    t = _table("top kernels by total time", "kernel", "count", "total ms", "class", "op")
-    for r in s["kernels"]["top"]:
-        t.add_row(r["name"], str(r["count"]), f"{r['total_ms']:.3f}", r["class"], r["op"])
-    return t
-
-
-def _coverage_table(s: dict[str, Any]) -> Any:
-    t = _table("fields present (fraction of kernels)", "field", "fraction")
-    for k, v in s["coverage"].items():
-        t.add_row(k, str(v) if k == "kernels" else f"{v:.1%}")
-    return t
+    per_step = [{"step": r["number"] if r["number"] >= 0 else None, **{k: v for k, v in r.items() if k != "number"}}
+                for r in st["per_step"]]
+    return per_step + [{"step": "mean", **st["mean"]}]

@@ -1,86 +1,107 @@
-"""``habitat-trace scale``: load -> resolve origin -> per target: predict, replay, write, one summary line.
+"""``habitat-trace scale TRACE|DIR --to GPU[,GPU] -o OUT``: write each trace as it would run on each target; one
+report (a row per trace and target) on stdout.
 
-Several ``--to``: OUT must be an existing directory (nothing is created, so a typo cannot scatter
-files); each target is written as ``<stem>.<gpu-slug>.pt.trace.json.gz`` (TensorBoard lists them as
-workers). One ``--to``: OUT is the file (gzip when it ends in .gz), ``-`` for stdout (plain JSON; the
-summary line then goes to stderr), or an existing directory. ``--to`` takes comma-separated names or ``all``.
+A file is a run of one rank; a directory's traces of one distributed run (distributedInfo) are one run, replayed
+jointly, and every other trace there is a run of its own (pipeline.run.group_ranks). Outputs: one trace and one
+``--to``: OUT is the file (gzip when it ends in .gz), ``-`` for stdout (plain JSON; the report then goes to stderr),
+or an existing directory; several traces or targets, or OUT ending in ``/``: OUT must be an existing directory
+(nothing is created, so a typo cannot scatter files) and each output is ``<stem>.<gpu-slug>.pt.trace.json.gz``
+(TensorBoard lists them as workers). A directory's report is also written to OUT/summary.json. ``--jobs N`` runs
+N processes (commands/batch.py); Ctrl-C stops every one at once and the report lists what was written.
 """
 from __future__ import annotations
 
-import re
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any
 
-import typer
+import pandas as pd
 
-from habitat_trace.errors import OutputError
+from habitat_trace.commands.render import Column, Report, Table, to_json
+from habitat_trace.errors import HabitatTraceError, OutputError
+from habitat_trace.pipeline import Options
+from habitat_trace.pipeline.document import output_name
+from habitat_trace.pipeline.run import REPORT_NAME
+from habitat_trace.scale.gpu import GpuSpec
 
-if TYPE_CHECKING:
-    from habitat_trace import pipeline
-
-TRACE_SUFFIX = re.compile(r"(\.pt)?\.trace\.json(\.gz)?$|\.json(\.gz)?$")
-
-
-def slug(name: str) -> str:
-    """File-name form of a GPU name: "H100 SXM5 80GB" -> "h100-sxm5-80gb"."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-def stem(path: Path) -> str:
-    return TRACE_SUFFIX.sub("", path.name) or path.name
-
-
-def output_paths(trace_path: Path, out: Path, targets: list[str]) -> list[Path]:
-    if str(out) == "-":
-        if len(targets) > 1:
-            raise OutputError("-o - writes one trace to stdout; for several --to give an existing directory")
-        return [out]
-    if len(targets) > 1 or out.is_dir():
-        if not out.is_dir():
-            raise OutputError(f"{out}: with several --to, -o must be an existing directory; create it first")
-        return [out / f"{stem(trace_path)}.{slug(t)}.pt.trace.json.gz" for t in targets]
-    return [out]
+STDOUT = "-"
+ROW_COLUMNS = ("trace", "rank", "origin", "target", "origin_iteration_ms", "iteration_ms", "speedup",
+               "gpu_busy_ms", "methods", "warnings", "output", "error")
+SHOWN = (Column("trace", "trace", text=True), Column("rank", "rank", "d", optional=True),
+         Column("target", "target", text=True), Column("origin_iteration_ms", "origin it. ms", ".2f", short="orig ms"),
+         Column("iteration_ms", "target it. ms", ".2f", short="target ms"),
+         Column("speedup", "speed-up", lambda v: f"{v:.2f}x"), Column("output", "wrote", text=True, drop=2),
+         Column("warnings", "warnings", lambda v: "; ".join(v), text=True, drop=3, optional=True),
+         Column("error", "error", text=True, optional=True))
 
 
-def run(trace: Path, to: list[str], out: Path, specs: Optional[Path], origin: Optional[str],
-        whatif: Optional[dict[str, Any]] = None, host: Optional[pipeline.Host] = None) -> None:
-    from habitat_trace import pipeline
-    from habitat_trace.commands.common import note, progress, target_names, warn
-    from habitat_trace.emit.writer import check_output, is_stdout, write_trace
-    from habitat_trace.ingest import load
-    from habitat_trace.scale.collective import with_deployment
-    from habitat_trace.scale.specs import load_catalog
-
-    catalog = load_catalog(specs)
-    targets = [with_deployment(catalog.resolve(name), **(whatif or {}))
-               for name in target_names(to, catalog)]  # unknown names fail before any work
-    paths = output_paths(Path(trace), Path(out), [t.name for t in targets])
-    for p in paths:
-        check_output(p, (Path(trace),))
-    # the input by file name only: an absolute path leaks the user's directories when the output is shared
-    info = {"input": Path(trace).name, "specs_file": Path(specs).name if specs else None}
-    with progress(f"reading {Path(trace).name}") as step:
-        loaded = load(trace)
-        src = pipeline.resolve_origin(loaded, catalog, origin)
-        step("estimating the profiler's overhead")
-        clock = pipeline.host_clock(loaded, host or pipeline.Host())
-        base = pipeline.headline(pipeline.scale(loaded, src, src, clock=clock))
-        for target, path in zip(targets, paths):
-            step(f"{target.name}: predicting {len(loaded.gpu)} GPU events from {src.name} and replaying")
-            scaled = pipeline.scale(loaded, src, target, clock=clock)
-            for w in scaled.prediction.warnings:  # they also travel with the output (habitat_trace.warnings)
-                warn(f"{target.name}: {w}")
-            step(f"{target.name}: writing {'stdout' if is_stdout(path) else path.name}")
-            written = write_trace(loaded, scaled.timeline, scaled.prediction, path, {**info, **scaled.record()})
-            note(describe(base, scaled, Path("stdout") if is_stdout(written) else written), err=is_stdout(written))
+def output_paths(files: list[Path], out: str, targets: list[GpuSpec]) -> dict[tuple[Path, str], Path]:
+    """Where each (trace, target) goes (module doc); one error line, before any work, for an OUT that cannot be."""
+    if out == STDOUT:
+        if len(files) * len(targets) > 1:
+            raise OutputError("-o - writes one trace to stdout; for several traces or --to give an existing "
+                              "directory")
+        return {(files[0], targets[0].name): Path(STDOUT)}
+    path = Path(out)
+    as_dir = len(files) * len(targets) > 1 or out.endswith((os.sep, "/")) or path.is_dir()
+    if as_dir and not path.is_dir():
+        why = "ends in /" if out.endswith((os.sep, "/")) else "is for several traces or --to"
+        raise OutputError(f"{out}: -o {why}, so it must be an existing directory; create it first")
+    if not as_dir:
+        return {(files[0], targets[0].name): path}
+    return {(f, t.name): path / output_name(f, t) for f in files for t in targets}
 
 
-def describe(base: tuple[float, float, str], scaled: pipeline.Scaled, path: Path) -> str:
-    """The one-line summary: origin -> target, the iteration time and GPU busy time per step as ``compare``
-    reports them (``base``: the origin's pipeline.headline), and the file written."""
-    from habitat_trace import pipeline
+def report(trace: Path, to: list[str], out: str, options: Options, jobs: int = 1) -> Report:
+    """Scale every run of ``trace`` to every target (module doc); the report of what was written."""
+    from habitat_trace.commands import batch
+    from habitat_trace.emit.writer import check_output
+    from habitat_trace.pipeline.run import runs_in
 
-    it0, busy0, _ = base
-    it, busy, _ = pipeline.headline(scaled)
-    return (f"{scaled.origin.name} -> {scaled.target.name}: iteration {it0:.3f} -> {it:.3f} ms, "
-            f"GPU busy {busy0:.3f} -> {busy:.3f} ms per step; wrote {path}")
+    targets = options.targets(to)  # unknown names fail before any work
+    runs = runs_in(Path(trace))
+    files = [f for run in runs for f in run]
+    paths = output_paths(files, out, targets)
+    for p in paths.values():
+        check_output(p, tuple(files))
+    rows = batch.execute(runs, targets, options, paths, jobs, one_file=not Path(trace).is_dir())
+    result = outputs_report(rows)
+    if Path(trace).is_dir():
+        from habitat_trace.emit.writer import write_bytes
+
+        write_bytes((to_json(result) + "\n").encode(), Path(out) / REPORT_NAME)
+    failed = [r for r in rows if r.get("error")]
+    if failed:
+        raise ReportedError(result, f"{trace}: {len({r['trace'] for r in failed})} of {len(files)} traces failed "
+                                    f"(see the report; first: {failed[0]['trace']}: {failed[0]['error']})")
+    return result
+
+
+class ReportedError(HabitatTraceError):
+    """An error that comes with the report of what was done before it (printed first)."""
+
+    def __init__(self, report: Report, message: str) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def outputs_report(rows: list[dict[str, Any]]) -> Report:
+    """A row per trace and target, and the slowest trace per target (printed as a table for several traces)."""
+    frame = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+    tables = [Table("outputs", "written: one trace per input and target (iteration per step, without the profiler)",
+                    frame, SHOWN),
+              Table("slowest", "the slowest trace per target", slowest(frame),
+                    (Column("target", "target", text=True), Column("trace", "slowest trace", text=True),
+                     Column("rank", "rank", "d", optional=True), Column("origin_iteration_ms", "origin it. ms", ".2f"),
+                     Column("iteration_ms", "target it. ms", ".2f")),
+                    printed=frame["trace"].nunique() > 1)]
+    warnings = tuple(dict.fromkeys(f"{r['target']}: {w}" for r in rows for w in (r.get("warnings") or [])))
+    return Report(tuple(tables), warnings=warnings)
+
+
+def slowest(frame: pd.DataFrame) -> pd.DataFrame:
+    ok = frame[frame["error"].isna() & frame["iteration_ms"].notna()]
+    if not len(ok):
+        return pd.DataFrame(columns=["target", "trace", "rank", "origin_iteration_ms", "iteration_ms"])
+    idx = ok.groupby("target", sort=False)["iteration_ms"].idxmax()
+    return ok.loc[idx, ["target", "trace", "rank", "origin_iteration_ms", "iteration_ms"]].reset_index(drop=True)

@@ -1,55 +1,69 @@
-"""``habitat-trace validate PREDICTED MEASURED``: step, op and kernel errors of a prediction."""
+"""``habitat-trace validate PREDICTED MEASURED``: step, op and kernel errors of a prediction
+(``analysis.validate``), as a report of four tables. Each side is a trace or a directory of one trace per rank;
+ranks pair by number (a single trace is a run of one rank).
+"""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-import typer
+import pandas as pd
 
+from habitat_trace.commands.render import Column, Report, Table
 from habitat_trace.errors import HabitatTraceError
+from habitat_trace.pipeline import Options
+
+SOURCES = {"measured": "the real loop the trace carries", "estimated": "profiler overhead removed",
+           "profiled": "profiled"}
+STEPS = (Column("rank", "rank", "d", optional=True), Column("figure", "figure", text=True),
+         Column("predicted_ms", "predicted ms", ".3f"), Column("measured_ms", "measured ms", ".3f"),
+         Column("error_pct", "error", lambda v: f"{v:+.1f}%"),
+         Column("measured_source", "measured as", lambda v: SOURCES.get(v, v), text=True, drop=1))
+MATCHED = (Column("rank", "rank", "d", optional=True), Column("what", "what", text=True),
+           Column("matched", "matched", "d"), Column("median_abs_error_pct", "median |error| %", ".1f"),
+           Column("time_weighted_abs_error_pct", "time-weighted |error| %", ".1f", short="weighted %"),
+           Column("total_error_pct", "total error %", "+.1f"))
 
 
-def run(predicted: Path, measured: Path, fmt: str, top: int) -> None:
-    if fmt not in ("table", "json"):
-        raise HabitatTraceError(f"--format {fmt!r}: use table or json")
-    from habitat_trace.commands.common import warn
-    from habitat_trace.ingest import load
+def _worst(what: str) -> tuple[Column, ...]:
+    return (Column("rank", "rank", "d", optional=True), Column("name", what, lambda v: str(v)[:70], text=True),
+            Column("predicted_ns", "predicted µs", lambda v: f"{v / 1e3:.1f}"),
+            Column("measured_ns", "measured µs", lambda v: f"{v / 1e3:.1f}"),
+            Column("error_pct", "error %", "+.1f"), Column("method", "method", text=True, drop=1))
+
+
+def report(predicted: Path, measured: Path, options: Options, top: int = 10) -> Report:
     from habitat_trace.analysis.validate import validate
+    from habitat_trace.commands.common import progress
+    from habitat_trace.pipeline import Run
 
-    report = validate(load(predicted), load(measured), top=top)
-    for w in report["warnings"]:
-        warn(w)
-    if fmt == "json":
-        import orjson
+    with progress(f"reading {Path(predicted).name} and {Path(measured).name}"):
+        pred, meas = Run.open(predicted, options), Run.open(measured, options)
+        pairs = _pairs(pred, meas)
+        parts = [(rank, validate(p.tables, m.tables, options, top=top)) for rank, p, m in pairs]
+    tables: dict[str, list[pd.DataFrame]] = {"steps": [], "matched": [], "worst_ops": [], "worst_kernels": []}
+    for rank, v in parts:
+        for name in tables:
+            frame = getattr(v, name)
+            tables[name].append(frame.assign(rank=rank)[["rank", *frame.columns]])
+    frames = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
+    n = int(frames["steps"]["steps_compared"].iat[0])
+    return Report((Table("steps", f"per step (mean of {n} steps): predicted {Path(predicted).name}, measured "
+                                  f"{Path(measured).name}", frames["steps"], STEPS),
+                   Table("matched", "ops and kernels matched by name and order", frames["matched"], MATCHED),
+                   Table("worst_ops", "worst ops (largest time miss)", frames["worst_ops"], _worst("op")),
+                   Table("worst_kernels", "worst kernels (largest time miss)", frames["worst_kernels"],
+                         _worst("kernel"))),
+                  warnings=tuple(dict.fromkeys(w for _, v in parts for w in v.warnings)))
 
-        typer.echo(orjson.dumps(report, option=orjson.OPT_SERIALIZE_NUMPY).decode())
-        return
-    _print(report)
 
-
-def _print(r: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    c = Console()
-    t = Table(title=f"per step (mean of {r['steps_compared']} steps)")
-    for col in ("figure", "predicted ms", "measured ms", "error"):
-        t.add_column(col, justify="right" if col != "figure" else "left")
-    for k, v in r["step"].items():
-        t.add_row(k, f"{v['predicted_ms']:.3f}", f"{v['measured_ms']:.3f}", f"{v['error_pct']:+.1f}%")
-    c.print(t)
-    it = r["iteration"]
-    what = {"measured": "the real loop the trace carries", "estimated": "profiler overhead removed",
-            "profiled": "profiled"}[it["measured_source"]]
-    c.print(f"iteration: predicted {it['predicted_ms']:.3f} ms, measured {it['measured_ms']:.3f} ms ({what}), "
-            f"error {it['error_pct']:+.1f}%")
-    for what in ("ops", "kernels"):
-        s = r[what]
-        c.print(f"{what}: {s['matched']} matched, median |error| {s['median_abs_error_pct']:.1f}%, "
-                f"time-weighted |error| {s['time_weighted_abs_error_pct']:.1f}%, total {s['total_error_pct']:+.1f}%")
-        w = Table(title=f"worst {what} (largest time miss)")
-        for col in ("name", "predicted µs", "measured µs", "error", "method"):
-            w.add_column(col)
-        for row in r[f"worst_{what}"]:
-            w.add_row(str(row["name"])[:70], f"{row['predicted_ns'] / 1e3:.1f}", f"{row['measured_ns'] / 1e3:.1f}",
-                      f"{row['error_pct']:+.1f}%", str(row.get("method", "")))
-        c.print(w)
+def _pairs(pred: Any, meas: Any) -> list[tuple[Any, Any, Any]]:
+    """(rank, predicted rank, measured rank): the only ones of two single traces, else paired by rank number."""
+    if pred.single and meas.single:
+        return [(None, pred.ranks[0], meas.ranks[0])]
+    p = {r.number: r for r in pred.ranks}
+    m = {r.number: r for r in meas.ranks}
+    if set(p) != set(m):
+        raise HabitatTraceError(f"{pred.source} and {meas.source} hold other ranks ({sorted(p, key=str)} and "
+                                f"{sorted(m, key=str)}); give the predicted and the measured traces of the same ranks")
+    return [(k, p[k], m[k]) for k in sorted(p)]

@@ -1,4 +1,4 @@
 """Ingest: Kineto Chrome-trace JSON -> linked columnar tables (see ``trace.load``)."""
-from habitat_trace.ingest.trace import Trace, load
+from habitat_trace.ingest.trace import Tables, load
 
-__all__ = ["Trace", "load"]
+__all__ = ["Tables", "load"]

@@ -52,6 +52,16 @@ def read_document(path: Path) -> dict[str, Any]:
     return parse_document(path, read_bytes(path))
 
 
+def read_meta(path: Path) -> dict[str, Any]:
+    """The top-level keys but ``traceEvents``, the events scanned but not parsed (what a directory's traces are
+    grouped into runs by: their ``distributedInfo``)."""
+    raw = read_bytes(path)
+    split = split_document(raw)
+    if split is not None:
+        return split[0]
+    return {k: v for k, v in parse_document(path, raw).items() if k != "traceEvents"}
+
+
 def split_document(raw: bytes) -> tuple[dict[str, Any], Events] | None:
     """The top-level keys but ``traceEvents`` (``{}`` for a bare array), and the events unparsed; None
     when ``raw`` is not a well-formed trace with events (``parse_document`` then says what is wrong)."""

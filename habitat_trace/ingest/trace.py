@@ -1,4 +1,4 @@
-"""``load(path) -> Trace``: a Kineto trace as linked, typed tables, built once.
+"""``load(path) -> Tables``: a Kineto trace as linked, typed tables, built once.
 
 The raw events are kept read-only (``Events``: the document's bytes, parsed on access; a list when the
 trace came as a parsed document or needed the whole-document parse) so emit can rewrite every original
@@ -28,7 +28,7 @@ CAT_PROFILER_RANGE = "cuda_profiler_range"  # CUPTI range-profiler events (kinet
 
 class KernelTables(Protocol):
     """What the scale engine reads of a trace: the GPU events and the CPU ops that launched them (columns and
-    dtypes in schema.py). ``Trace`` is one; tests may build just these two tables."""
+    dtypes in schema.py). ``Tables`` is one; tests may build just these two tables."""
 
     @property
     def gpu(self) -> pd.DataFrame: ...
@@ -59,7 +59,10 @@ class DistributedInfo:
 
 
 @dataclass(frozen=True)
-class Trace:
+class Tables:
+    """A loaded trace as linked columnar tables (columns and dtypes in schema.py), with its raw events and top-level
+    keys; what every layer above reads. The user-facing ``Trace`` (api.py) wraps one or more of these."""
+
     path: Path
     meta: dict[str, Any]  # top-level keys except traceEvents
     devices: list[dict[str, Any]]  # deviceProperties
@@ -76,7 +79,7 @@ class Trace:
     memory: pd.DataFrame = field(repr=False)
     collectives: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)  # by event: NCCL fields
     # times written in ``events`` when they differ from event_ts_ns/event_dur_ns (tables retimed to a target
-    # GPU in memory, api.Trace.scale); None: the same
+    # GPU in memory, pipeline.document.target_tables); None: the same
     raw_ts_ns: np.ndarray | None = field(default=None, repr=False)
     raw_dur_ns: np.ndarray | None = field(default=None, repr=False)
 
@@ -109,20 +112,13 @@ class Trace:
         return next((d for d in self.devices if str(d.get("name")) == name), {})
 
 
-def load(path: str | Path, require_gpu: bool = True) -> Trace:
+def load(path: str | Path, require_gpu: bool = True) -> Tables:
     path = Path(path)
     with gc_paused():
         return _from_bytes(path, reader.read_bytes(path), require_gpu)
 
 
-def from_bytes(path: str | Path, raw: bytes, require_gpu: bool = True) -> Trace:
-    """A Trace from a document's (uncompressed) bytes, e.g. a rendered target trace, through the same chunked
-    path as ``load`` (peak ~2.7x the bytes, not the parsed document's ~9x); ``path`` names it in messages."""
-    with gc_paused():
-        return _from_bytes(Path(path), raw, require_gpu)
-
-
-def _from_bytes(path: Path, raw: bytes, require_gpu: bool) -> Trace:
+def _from_bytes(path: Path, raw: bytes, require_gpu: bool) -> Tables:
     split = reader.split_document(raw)
     if split is not None:
         try:
@@ -134,9 +130,9 @@ def _from_bytes(path: Path, raw: bytes, require_gpu: bool) -> Trace:
     return _build(path, _meta(doc), doc["traceEvents"], require_gpu)
 
 
-def from_document(path: str | Path, doc: dict[str, Any], require_gpu: bool = True) -> Trace:
-    """A Trace from an already parsed Kineto document (e.g. a rendered target trace); ``path`` names it
-    in messages. ``doc`` must be a dict with a ``traceEvents`` list; its events are not copied."""
+def from_document(path: str | Path, doc: dict[str, Any], require_gpu: bool = True) -> Tables:
+    """The tables of a Kineto document already in memory (``path`` names it in messages): what the scale-out
+    synthesis (timeline/commstream.py) builds after adding its communication events."""
     with gc_paused():
         return _build(Path(path), _meta(doc), doc["traceEvents"], require_gpu)
 
@@ -166,7 +162,7 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu: bool) -> Trace:
+def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu: bool) -> Tables:
     devices = meta.get("deviceProperties") or []
     if not isinstance(devices, list):
         devices = []
@@ -176,7 +172,7 @@ def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu:
         _check_times(path, what, df, events)
     if require_gpu and len(parts.gpu) == 0:
         _refuse_without_kernels(path, events)
-    trace = Trace(path=path, meta=meta, devices=devices, events=events, event_ts_ns=parts.ts_ns,
+    trace = Tables(path=path, meta=meta, devices=devices, events=events, event_ts_ns=parts.ts_ns,
                   event_dur_ns=parts.dur_ns, gpu=parts.gpu, ops=parts.ops, calls=parts.calls,
                   steps=pd.DataFrame(), syncs=parts.syncs, gpu_annotations=parts.gpu_annotations,
                   flows=parts.flows, memory=parts.memory, collectives=parts.collectives,
@@ -184,7 +180,7 @@ def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu:
     return _link(trace)
 
 
-def _link(t: Trace) -> Trace:
+def _link(t: Tables) -> Tables:
     ops, calls, gpu = t.ops, t.calls, t.gpu
     parent, depth = linking.op_parents(ops)
     ops[S.PARENT], ops[S.DEPTH] = parent, depth
@@ -231,7 +227,7 @@ def _link(t: Trace) -> Trace:
     gpu[S.STEP] = step
     gpu[S.KCLASS] = classify.classify(gpu[S.NAME], gpu[S.CAT], gpu[S.OP_NAME])
     gpu[S.LAUNCH_ISSUE] = drop_invalid_launch_params(gpu, registers_recorded=t.vendor != "amd")
-    linked = Trace(path=t.path, meta=t.meta, devices=t.devices, events=t.events, event_ts_ns=t.event_ts_ns,
+    linked = Tables(path=t.path, meta=t.meta, devices=t.devices, events=t.events, event_ts_ns=t.event_ts_ns,
                    event_dur_ns=t.event_dur_ns, gpu=gpu, ops=ops, calls=calls, steps=steps, syncs=t.syncs,
                    gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory,
                    collectives=t.collectives, vendor=t.vendor)
@@ -243,7 +239,7 @@ LAUNCH_LABELS = {S.REGISTERS: "registers per thread", S.SHARED_MEM: "shared memo
                  S.BLOCK_X: "block"}  # the Kineto arg names
 
 
-def check_tables(trace: Trace) -> None:
+def check_tables(trace: Tables) -> None:
     """The typed boundary: every table has the columns and dtypes schema.TABLE_COLUMNS promises. A failure is our
     bug (the tables are built from any input), so it is a RuntimeError, not a user error."""
     for table, columns in S.TABLE_COLUMNS.items():

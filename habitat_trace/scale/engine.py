@@ -167,7 +167,7 @@ def _cross_chip(trace: Tables, origin: GpuSpec, target: GpuSpec, facts: KernelFa
                     flop_share=np.clip(parts.compute / np.maximum(t_o, 1.0), 0, 1), f_mem=np.full(n, mem_ratio),
                     f_comp=np.full(n, r_o.sm_ghz / r_t.sm_ghz))
     warnings = (*_precision_warnings(facts, substituted, t_o, origin, target), *_shape_warnings(trace),
-                *_rate_warnings(origin, target))
+                *_rate_warnings(origin, target, work))
     return Prediction(origin, target, dur, method, reason, warnings=warnings, facts=shown)
 
 
@@ -201,16 +201,18 @@ def cross_chip_work(trace: Tables, facts: KernelFacts) -> crossarch.Work:
                           compute_default=np.where(library, crossarch.COMPUTE_SHARE_WITHOUT_SHAPES, 0.0))
 
 
-def _rate_warnings(origin: GpuSpec, target: GpuSpec) -> tuple[str, ...]:
-    """One line per GPU whose sustained math or bandwidth is not catalogued (the clock falls back to the boost clock
-    silently: that is the documented default)."""
+def _rate_warnings(origin: GpuSpec, target: GpuSpec, work: crossarch.Work) -> tuple[str, ...]:
+    """One line per GPU whose sustained figure for a pipe this trace uses (or its copy bandwidth) is not catalogued
+    (the clock falls back to the boost clock silently: that is the documented default)."""
+    used = {f"tensor_sustained_tflops_{p}" for p in (*work.pipe, *work.pipe_target)} | {"memory_bandwidth_achievable_gbs"}
+    if "fp32" in set(work.pipe) | set(work.pipe_target):
+        used.add("fp32_gemm_sustained_tflops")
+    names = {"fp32_gemm_sustained_tflops": "fp32 (CUDA cores)", "memory_bandwidth_achievable_gbs": "copy bandwidth"}
     out = []
-    for spec in (origin, target):
-        missing = [m.replace("tensor_sustained_tflops_", "").replace("fp32_gemm_sustained_tflops", "fp32 (CUDA cores)")
-                   .replace("memory_bandwidth_achievable_gbs", "copy bandwidth")
-                   for m in rates(spec).fallbacks if m != "sm_clock_sustained_mhz"]
+    for role, spec in (("origin", origin), ("target", target)):
+        missing = [names.get(m, m.replace("tensor_sustained_tflops_", "")) for m in rates(spec).fallbacks if m in used]
         if missing:
-            out.append(f"{spec.name}: no measured sustained {', '.join(missing)} in the catalog; the median "
+            out.append(f"{role} {spec.name} has no measured sustained {', '.join(missing)} in the catalog; the median "
                        "sustained/datasheet ratio of the catalogued GPUs stands in (scale/rates.py)")
     return tuple(out)
 

@@ -30,7 +30,6 @@ from habitat_trace.scale.gpu import OccupancyLimits
 
 NO_LIMIT = np.int64(1 << 40)  # "this resource does not limit", the header's INT_MAX
 LIMITERS = ("warps", "registers", "shared_mem", "blocks")  # tie order: the header's limitingFactors bits
-NONE_FITS = "none-fits"
 KIB = 1024
 
 
@@ -123,18 +122,6 @@ def cdna_blocks_per_cu(threads_per_block: np.ndarray, registers_per_thread: np.n
     wide = blocks_per_sm(threads_per_block, registers_per_thread, shared_mem_bytes,
                          replace(limits, max_blocks_per_sm=limits.max_warps_per_sm))
     return np.where(one_wave, wide, blocks)
-
-
-def limiter(threads_per_block: np.ndarray, registers_per_thread: np.ndarray,
-            shared_mem_bytes: np.ndarray, limits: OccupancyLimits) -> np.ndarray:
-    """Name of the binding limit per kernel: one of ``LIMITERS`` or ``"none-fits"`` (0 blocks).
-
-    Ties go to the first in ``LIMITERS`` (the order of cuda_occupancy.h's limitingFactors bits)."""
-    shape = np.broadcast_shapes(*(np.shape(a) for a in (threads_per_block, registers_per_thread,
-                                                        shared_mem_bytes)))
-    per = _limits(threads_per_block, registers_per_thread, shared_mem_bytes, limits)
-    names = np.array(LIMITERS, dtype=object)[per.argmin(axis=0)]
-    return np.where(per.min(axis=0) == 0, NONE_FITS, names).astype(str).reshape(shape)
 
 
 def occupancy(threads_per_block: np.ndarray, registers_per_thread: np.ndarray,

@@ -221,7 +221,7 @@ class _GpuTables:
             raise SpecError(f"{at}.base {base!r} is not a known GPU{known}; {HINT}")
         fields = {k: v for k, v in base_fields.items() if k not in ("device_names", "aliases", "source")}
         fields.update(values)
-        note = f"what-if: {', '.join(k for k in values if k != 'base') or 'no fields'} overridden by {self.path}"
+        note = f"what-if: {', '.join(k for k in values if k != 'base') or 'no fields'} overridden by {self.path.name}"
         factor = (float(fields["sms"]) / float(base_fields["sms"])  # type: ignore[arg-type]
                   * float(fields["boost_clock_mhz"]) / float(base_fields["boost_clock_mhz"]))  # type: ignore[arg-type]
         scaled = [k for k in SCALED_PEAKS if k in base_fields and k not in values]

@@ -3,7 +3,7 @@
 Contract: ``cross_vendor(g, facts, origin, target) -> (t_target_ns, method, reason)`` per GPU event of ``g``, for
 an NVIDIA trace scaled to an AMD GPU or back; ``rocm_reason`` is the note every AMD -> AMD kernel carries. Pure.
 The engine calls this from one hook (engine.predict) and hands it the facts it computes for the wave law
-(engine.kernel_facts: the op's FLOPs and bytes, the pipe, γ): one roofline (wave.roofline_ns) and one γ-combination
+(facts.kernel_facts: the op's FLOPs and bytes, the pipe, γ): one roofline (wave.roofline_ns) and one γ-combination
 (wave.combine) for both paths.
 
 Why not the wave law across vendors: the libraries pick other kernels (hipBLASLt/Tensile vs cuBLAS, CK/aiter vs

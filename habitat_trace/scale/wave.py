@@ -13,7 +13,7 @@ Per kernel (origin time T_o, blocks B, blocks per SM o_g from the occupancy rule
 
 Where we differ from Habitat (Yu et al., ATC'21, and its wave_scaling/roofline.py): (1) waves are
 fractional for persistent kernels (tile schedulers: cuBLAS nvjet, CUTLASS persistent/stream-K, and library
-GEMM/attention grids that fit one wave on the origin, sized to its SMs; engine.PERSISTENT_KERNELS), whose
+GEMM/attention grids that fit one wave on the origin, sized to its SMs; facts.PERSISTENT_KERNELS), whose
 time on the shared 132→64-SM traces tracks W, not ceil W; statically scheduled grids pay for a partial last
 wave as Habitat does (ceil W); below one wave a kernel costs one wave;
 (2) the memory side is the *achievable* bandwidth of the SMs the kernel occupies (a kernel on a few

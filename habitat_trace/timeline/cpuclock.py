@@ -9,7 +9,7 @@ first CPU time:
 
 Q(t) is the host time a full launch queue added before t (back-pressure: a launch blocks while its stream holds
 1,021 pending launches, timeline/overhead.queue_delay_ns), a non-decreasing step function of origin time that
-pipeline.scale finds by replaying. t - C(t) never decreases (slope of C <= 1), nor does Q, so every thread keeps
+timeline/joint.replay_ranks finds by replaying. t - C(t) never decreases (slope of C <= 1), nor does Q, so every thread keeps
 its order and nesting. The identity clock (no
 overhead, speed 1) maps every time to itself: a replay with it is byte-identical to one without a clock. GPU times
 are never mapped: kernels keep their speed under the profiler.

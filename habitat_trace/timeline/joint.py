@@ -9,6 +9,11 @@ model's ratio). Each rank is laid out by ``schedule`` with its collectives lasti
 collective over the ranks + transfer - its own start); the starts move with those durations, so the layout is
 repeated until no collective's duration changes (each pass settles at least the earliest unsettled collective;
 ``MAX_PASSES`` bounds it, and a warning says when it stopped early).
+
+``replay_ranks`` adds the launch back-pressure: a launch waits while its stream holds LAUNCH_QUEUE_DEPTH pending
+launches (overhead.queue_delay_ns), and the host carries the delay; each round delays every rank's clock by what
+the previous joint replay shows. One rank is the same replay without collectives to match: a single trace and a
+directory of ranks take this one path.
 """
 from __future__ import annotations
 
@@ -21,11 +26,15 @@ import pandas as pd
 from habitat_trace.ingest import schema as S
 from habitat_trace.scale.collective import collective_fields
 from habitat_trace.scale.prediction import Prediction
+from habitat_trace.timeline import overhead
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.replay import Timeline, replay
 from habitat_trace.timeline.schedule import schedule
 
 MAX_PASSES = 50  # a step of 50 collectives whose last rank changes every time; more is a warning
+# Replays to find the launch back-pressure: each round adds the delays the previous replay shows; three reach the
+# fixed point on the shared traces scaled to a T4 (the slowest catalog target: the most queueing).
+MAX_QUEUE_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,7 @@ class JointReplay:
     collectives: pd.DataFrame  # one row per (rank, matched collective): rank, row, key, transfer_ns, wait_ns
     passes: int
     warnings: tuple[str, ...] = ()
+    clocks: tuple[Optional[CpuClock], ...] = ()  # per rank: the host clock replayed on, queue delays included
 
 
 def match(traces: Sequence[Any]) -> pd.DataFrame:
@@ -63,13 +73,13 @@ def joint_replay(traces: Sequence[Any], predictions: Sequence[Prediction],
     """Every rank replayed with its collectives' durations set so that matched collectives end together (module
     doc); ``clocks``: each rank's host clock (pipeline.host_clock: the profiler's overhead removed; None: the
     recorded CPU timelines)."""
-    m = match(traces)
+    m = match(traces) if len(traces) > 1 else pd.DataFrame(columns=["rank", "row", "key", "collective"])
     warnings: list[str] = []
     cl: list[Optional[CpuClock]] = list(clocks) if clocks is not None else [None] * len(traces)
     if not len(m):
         timelines = tuple(replay(t, p, c) for t, p, c in zip(traces, predictions, cl))
-        return JointReplay(tuple(predictions), timelines, m.assign(transfer_ns=0, wait_ns=0), 0,
-                           ("no collective matched across the ranks: each rank replayed on its own",))
+        alone = ("no collective matched across the ranks: each rank replayed on its own",) if len(traces) > 1 else ()
+        return JointReplay(tuple(predictions), timelines, m.assign(transfer_ns=0, wait_ns=0), 0, alone, tuple(cl))
     rank, row = m["rank"].to_numpy(), m["row"].to_numpy()
     pred_dur = np.array([int(predictions[r].dur_ns[i]) for r, i in zip(rank, row)], dtype=np.int64)
     key_codes, keys = pd.factorize(m["key"])
@@ -95,16 +105,44 @@ def joint_replay(traces: Sequence[Any], predictions: Sequence[Prediction],
     final = np.array([durs[r][i] for r, i in zip(rank, row)], dtype=np.int64)
     table = pd.DataFrame({"rank": rank, "row": row, "key": m["key"].to_numpy(), "collective": m["collective"],
                           "transfer_ns": transfer, "wait_ns": final - transfer})
-    return JointReplay(preds, timelines, table, passes, tuple(warnings))
+    return JointReplay(preds, timelines, table, passes, tuple(warnings), tuple(cl))
 
 
-def origin_split(traces: Sequence[Any]) -> pd.DataFrame:
-    """The measured traces' own split of each matched collective: transfer (the shortest kernel over the
-    ranks) and wait (the rest), per rank; the same columns as ``JointReplay.collectives``."""
-    m = match(traces)
-    if not len(m):
-        return m.assign(transfer_ns=0, wait_ns=0)
-    dur = np.array([int(traces[r].gpu[S.DUR].iat[i]) for r, i in zip(m["rank"], m["row"])], dtype=np.int64)
-    transfer = pd.Series(dur).groupby(pd.factorize(m["key"])[0]).transform("min").to_numpy()
-    return pd.DataFrame({"rank": m["rank"].to_numpy(), "row": m["row"].to_numpy(), "key": m["key"].to_numpy(),
-                         "collective": m["collective"], "transfer_ns": transfer, "wait_ns": dur - transfer})
+def replay_ranks(traces: Sequence[Any], predictions: Sequence[Prediction],
+                 clocks: Sequence[CpuClock]) -> JointReplay:
+    """``joint_replay`` with the launch back-pressure (module doc): a fixed point from below, in at most
+    MAX_QUEUE_ROUNDS rounds of delays added to the ranks' host clocks."""
+    cl = list(clocks)
+    joint = joint_replay(traces, predictions, cl)
+    for _ in range(MAX_QUEUE_ROUNDS):
+        delays = [queue_delays(t, tl) for t, tl in zip(traces, joint.timelines)]
+        if not any(len(at) for at, _ in delays):
+            break
+        cl = [c.delayed(at, d) if len(at) else c for c, (at, d) in zip(cl, delays)]
+        joint = joint_replay(traces, predictions, cl)
+    return joint
+
+
+def queue_delays(tables: Any, timeline: Timeline) -> tuple[np.ndarray, np.ndarray]:
+    """(origin end of each launch call that a full launch queue would block, the host time it adds) on the
+    replayed ``timeline`` (overhead.queue_delay_ns: a launch waits while its stream holds LAUNCH_QUEUE_DEPTH
+    pending launches; the host carries the delay). Empty when no queue fills."""
+    g, calls = tables.gpu, tables.calls
+    launch = g[S.LAUNCH].to_numpy()
+    has = launch >= 0
+    # one queue entry per launch call (a CUDA-graph launch runs many kernels): its first row's stream, and the
+    # slot frees when its last kernel ends
+    calls_used, first = np.unique(launch[has], return_index=True)
+    if len(calls_used) <= overhead.LAUNCH_QUEUE_DEPTH:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rows = np.flatnonzero(has)[first]
+    end = pd.Series(timeline.gpu_end_ns[has]).groupby(launch[has]).max().reindex(calls_used).to_numpy()
+    call_ev = calls[S.EVENT].to_numpy()[calls_used]
+    issued = timeline.ts_ns[call_ev] + timeline.dur_ns[call_ev]  # the launch call's replayed return
+    order = np.argsort(issued, kind="stable")
+    rows, issued, end, used = rows[order], issued[order], end[order], calls_used[order]
+    stream = (g[S.DEVICE].to_numpy()[rows] << 32) + g[S.STREAM].to_numpy()[rows]
+    total = overhead.queue_delay_ns(issued, end, stream)
+    steps = np.diff(total, prepend=0)  # total is non-decreasing: the host carries each delay forward
+    hit = np.flatnonzero(steps > 0)
+    return calls[S.END].to_numpy()[used[hit]], steps[hit]

@@ -38,10 +38,6 @@ class Timeline:
     gpu_end_ns: np.ndarray
     breaks: Breaks
 
-    def changed(self) -> np.ndarray:
-        """Indices of events whose ts or dur differ from the origin's."""
-        return np.flatnonzero((self.ts_ns != self.old_ts_ns) | (self.dur_ns != self.old_dur_ns))
-
 
 def cpu_map(t: np.ndarray, breaks: Breaks) -> np.ndarray:
     """New time of CPU-side origin times ``t`` (monotone non-decreasing in t)."""

@@ -1,14 +1,11 @@
 """Learned GEMM time ratios (issue 6): the hook the scale engine calls for library GEMM kernels.
 
-Contract: ``gemm_time_ratio(m, n, k, batch, dtype, origin, target, t_origin_ns)`` returns t_target / t_origin for
-one GEMM, or None when the GEMM is outside the model's domain (a dtype without training data, dims or origin time
-outside the trained range, a GPU whose process node is unknown); ``gemm_time_ratios`` is the vectorized form (NaN where out
-of domain). Never below the target's roofline; exactly 1 (or the roofline) when origin and target have the same
+Contract: ``gemm_time_ratios(m, n, k, batch, dtype, origin, target, t_origin_ns)`` returns t_target / t_origin per
+GEMM, NaN where the GEMM is outside the model's domain (a dtype without training data, dims or origin time outside
+the trained range, a GPU whose process node is unknown). Never below the target's roofline; exactly 1 (or the roofline) when origin and target have the same
 specs. Pure numpy: importing this package does not import torch (tests/test_learned.py checks it).
 """
 from __future__ import annotations
-
-from typing import Optional
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -29,7 +26,7 @@ MAX_T_ORIGIN_NS = 10_380_198_242  # the slowest (a P4), 10.38 s
 
 def gemm_time_ratios(m: ArrayLike, n: ArrayLike, k: ArrayLike, batch: ArrayLike, dtype: str, origin: GpuSpec,
                      target: GpuSpec, t_origin_ns: ArrayLike) -> np.ndarray:
-    """Vectorized ``gemm_time_ratio``: one ratio per GEMM, NaN where out of domain."""
+    """One ratio per GEMM, NaN where out of domain (module doc)."""
     m, n, k, b, t = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (m, n, k, batch, t_origin_ns)))
     o, g = M.gpu_vector(origin, dtype), M.gpu_vector(target, dtype)
     if dtype not in TRAINED_DTYPES or not (np.isfinite(o).all() and np.isfinite(g).all()):
@@ -44,11 +41,3 @@ def gemm_time_ratios(m: ArrayLike, n: ArrayLike, k: ArrayLike, batch: ArrayLike,
         flops, nbytes = M.gemm_cost(bb, mm, nn, kk, dtype)
         return one * np.maximum(t_ms, M.roofline_ms(flops, nbytes, g)) / t_ms
     return one * M.predict_target_ms(bb, mm, nn, kk, t_ms, o, g, dtype) / t_ms
-
-
-def gemm_time_ratio(m: int, n: int, k: int, batch: int, dtype: str, origin: GpuSpec, target: GpuSpec,
-                    t_origin_ns: float) -> Optional[float]:
-    """t_target / t_origin of one (batched) GEMM C[b] = A[b] (m x k) @ B[b] (k x n) that took ``t_origin_ns``
-    on ``origin``; None when out of the model's domain (then use the wave law)."""
-    r = float(gemm_time_ratios(m, n, k, batch, dtype, origin, target, t_origin_ns).reshape(-1)[0])
-    return None if np.isnan(r) else r

@@ -10,15 +10,17 @@ counted in the trace's import stats). Rules checked, per event index:
 - ``flow-binding``: a flow ``s`` (and an ``f`` with ``bp: "e"``) lies inside a slice on its track; an
   ``f`` without ``bp`` needs a slice starting at or after it on its track.
 Real Kineto traces already break some rules (Hopper PDL kernels overlap on a stream track; cuda_sync
-records with tid -1), so ``compare`` reports the input's own violations as warnings and only new ones
-as errors.
+records with tid -1, Kineto's "Command Buffer Full" with pid -1), so ``split`` reports the input's own violations
+as warnings and only new ones as errors; a trace we write carries its input's (``by_rule``) in its header.
+These are rules of the Chrome-trace JSON itself, so they sit with ingest: both the input and the output are
+checked against them.
 """
 from __future__ import annotations
 
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -74,7 +76,7 @@ def _basic(i: int, e: dict, out: list[Violation]) -> bool:
     return True
 
 
-def check_events(events: list[Any]) -> list[Violation]:
+def check_events(events: Iterable[Any]) -> list[Violation]:
     out: list[Violation] = []
     slices: dict[tuple[str, str], list[tuple[float, float, int]]] = defaultdict(list)
     flows: list[tuple[int, dict]] = []
@@ -125,14 +127,23 @@ def _flows(flows: list[tuple[int, dict]], slices: dict, out: list[Violation]) ->
             out.append(Violation(i, "flow-binding", f"flow {e.get('ph')} at {ts} is inside no slice on its track"))
 
 
-def compare(original: list[Any], output: list[Any]) -> tuple[list[Violation], list[Violation]]:
-    """(errors, warnings): violations of ``output`` the ``original`` did not have, and those it had.
+def by_rule(violations: Iterable[Violation]) -> dict[str, list[int]]:
+    """Violations as {rule: [event index, ...]}: what a written trace's ``habitat_trace.input_violations`` holds of
+    its input's, so that ``check`` tells them from ours without the input at hand."""
+    out: dict[str, set[int]] = {}
+    for v in violations:
+        out.setdefault(v.rule, set()).add(v.index)
+    return {rule: sorted(indices) for rule, indices in out.items()}
 
-    Events keep their index in emit's outputs, so a violation is "the same" when index and rule match.
-    """
-    known = {(v.index, v.rule) for v in check_events(original)}
-    errors: list[Any] = []
-    warnings: list[Any] = []
-    for v in check_events(output):
-        (warnings if (v.index, v.rule) in known else errors).append(v)
+
+def split(violations: Iterable[Violation], known: Mapping[str, Iterable[int]]) -> tuple[list[Violation],
+                                                                                        list[Violation]]:
+    """(errors, warnings): the ``violations`` of an output its input did not have, and those it had (``known``:
+    by_rule of the input's). Events keep their index in our outputs, so a violation is "the same" when index
+    and rule match."""
+    had = {(int(i), rule) for rule, indices in known.items() for i in indices}
+    errors: list[Violation] = []
+    warnings: list[Violation] = []
+    for v in violations:
+        (warnings if (v.index, v.rule) in had else errors).append(v)
     return errors, warnings

@@ -1,0 +1,252 @@
+"""The run object: ``Run`` holds the traces of one profiled run (a file is a run of one rank; a directory, one
+trace per rank), the GPU catalog and the options, each rank's origin GPU and host clock, and the origin's own
+replay (cached). ``Run.replay(target)`` predicts every rank's GPU events on the target (scale/) and replays the
+ranks jointly on their host clocks (timeline/joint.replay_ranks: matched collectives end together, launches wait
+for a full queue), so one rank is the same path with nothing to match. Every command, the Python API, the profiler
+hook and the analyses go through it; nothing here prints or writes files.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Optional, Sequence
+
+import pandas as pd
+
+from habitat_trace.errors import HabitatTraceError, SpecError, TraceFormatError
+from habitat_trace.ingest import reader, rules
+from habitat_trace.ingest.trace import DistributedInfo, Tables, load
+from habitat_trace.pipeline.host import HostClock, host_clock
+from habitat_trace.pipeline.options import Options
+from habitat_trace.scale.engine import predict
+from habitat_trace.scale.gpu import GpuSpec
+from habitat_trace.scale.prediction import Prediction
+from habitat_trace.timeline.joint import replay_ranks
+from habitat_trace.timeline.replay import Timeline
+from habitat_trace.timeline.steps import StepFigures, replayed_step_figures
+
+TRACE_GLOBS = ("*.json", "*.json.gz")
+REPORT_NAME = "summary.json"  # the report ``scale DIR`` writes beside its outputs: a directory's file, not a trace
+
+
+def catalog_gpu(catalog: object, device_name: Optional[str]) -> Optional[GpuSpec]:
+    """The catalog GPU of a deviceProperties name: the name torch reports, or a catalog name (the traces that
+    ``scale`` writes name their target by its catalog name, so an output can be scaled again)."""
+    if not device_name:
+        return None
+    return catalog.for_device(device_name) or catalog.get(device_name)  # type: ignore[attr-defined]
+
+
+def resolve_origin(tables: Tables, options: Options) -> GpuSpec:
+    """The GPU the trace was recorded on: ``options.origin`` (``--from``) when given, else its deviceProperties
+    name, else (ROCm's generic "AMD Radeon Graphics") its CU count, memory and GFXIP (Catalog.for_properties)."""
+    catalog, origin = options.catalog, options.origin
+    if isinstance(origin, GpuSpec):
+        return origin
+    if origin:
+        return catalog.resolve(origin)
+    spec = catalog_gpu(catalog, tables.device_name)
+    if spec is None and tables.device_properties:
+        spec = catalog.for_properties(tables.device_properties)
+    if spec is not None:
+        return spec
+    if not tables.device_name:
+        raise SpecError(f"{tables.path}: the trace names no GPU (no deviceProperties); "
+                        "name the origin GPU with --from GPU (see `habitat-trace gpus`)")
+    raise SpecError(f"{tables.path}: origin GPU {tables.device_name!r} is not in the catalog; "
+                    "name it with --from GPU (see `habitat-trace gpus`)")
+
+
+class Rank:
+    """One trace of the run: its tables, and (built on first use, once) its origin GPU, its host clock and the
+    Perfetto-rule violations it already has (which the traces written from it carry)."""
+
+    def __init__(self, tables: Tables, options: Options) -> None:
+        self.tables = tables
+        self.options = options
+
+    @property
+    def path(self) -> Path:
+        return self.tables.path
+
+    @property
+    def number(self) -> Optional[int]:
+        """The rank from the trace's distributedInfo (None for a single-process trace)."""
+        info = self.tables.distributed
+        return info.rank if info else None
+
+    @cached_property
+    def origin(self) -> GpuSpec:
+        return resolve_origin(self.tables, self.options)
+
+    @cached_property
+    def clock(self) -> HostClock:
+        return host_clock(self.tables, self.options.host)
+
+    @cached_property
+    def input_violations(self) -> dict[str, list[int]]:
+        return rules.by_rule(rules.check_events(self.tables.events))
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The figures compare, explain and scale lead with, per step (pipeline.figures)."""
+
+    iteration_ms: float
+    gpu_busy_ms: float
+    source: str  # "predicted", or "measured": the origin's un-profiled step the trace carries
+
+
+@dataclass(frozen=True)
+class RankReplay:
+    """One rank on one target: its predicted GPU durations and the replayed timeline, on its host clock."""
+
+    rank: Rank
+    prediction: Prediction
+    timeline: Timeline
+    host: HostClock  # the rank's clock, with the launch-queue delays of this replay
+
+    @property
+    def tables(self) -> Tables:
+        return self.rank.tables
+
+    @property
+    def origin(self) -> GpuSpec:
+        return self.prediction.origin
+
+    @property
+    def target(self) -> GpuSpec:
+        return self.prediction.target
+
+    def step_figures(self) -> StepFigures:
+        return replayed_step_figures(self.tables, self.timeline)
+
+    @cached_property
+    def headline(self) -> Headline:
+        """Built once. On the origin (same GPU) a trace that carries its measured un-profiled step time is never
+        contradicted: the iteration is max(that, the GPU busy time), source "measured"; otherwise the
+        replay's (figures.iteration_figures), source "predicted"."""
+        from habitat_trace.pipeline.figures import iteration_figures
+
+        it, busy = iteration_figures(self.tables, self.timeline)
+        measured = self.host.measured_step_ns
+        if measured is not None and self.prediction.facts is None and self.origin == self.target:
+            return Headline(max(measured / 1e6, busy), busy, "measured")
+        return Headline(it, busy, "predicted")
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The run on one target (``target`` None: each rank on its own origin GPU)."""
+
+    target: Optional[GpuSpec]
+    ranks: tuple[RankReplay, ...]
+    collectives: pd.DataFrame  # timeline.joint: per rank and matched collective, transfer_ns and wait_ns
+    passes: int
+    warnings: tuple[str, ...]  # every rank's prediction warnings (once each), then the joint replay's
+
+    @property
+    def gpu(self) -> GpuSpec:
+        return self.target if self.target is not None else self.ranks[0].origin
+
+    def slowest(self) -> RankReplay:
+        """The rank whose iteration sets the run's step (the first of equals)."""
+        its = [r.headline.iteration_ms for r in self.ranks]
+        return self.ranks[its.index(max(its))]
+
+
+class Run:
+    """The ranks of one profiled run (module doc)."""
+
+    def __init__(self, tables: Sequence[Tables], options: Options, source: Optional[Path] = None) -> None:
+        if not tables:
+            raise TraceFormatError(f"{source}: no traces")
+        self.options = options
+        self.ranks = tuple(Rank(t, options) for t in tables)
+        self.source = Path(source) if source is not None else tables[0].path
+        self._baseline: Optional[Replay] = None
+
+    @classmethod
+    def open(cls, path: str | Path, options: Options) -> "Run":
+        """A trace file (one rank), or a directory of one trace per rank of one run (ordered by rank)."""
+        files = trace_files(Path(path))
+        tables = [load(f) for f in files]
+        runs = group_ranks(files, [t.distributed for t in tables])
+        if len(runs) > 1:
+            raise TraceFormatError(
+                f"{path}: {len(runs)} traces of different runs (no distributedInfo, or world size 1, or several "
+                "ranks of one number); this command reads one run: a trace, or a directory of one trace per rank "
+                "recorded after torch.distributed.init_process_group (`habitat-trace scale DIR` scales independent "
+                "traces)")
+        by_file = dict(zip(files, tables))
+        return cls([by_file[f] for f in runs[0]], options, Path(path))
+
+    @classmethod
+    def load(cls, files: Sequence[Path], options: Options, source: Optional[Path] = None) -> "Run":
+        """The files of one run (group_ranks' order)."""
+        return cls([load(f) for f in files], options, source)
+
+    @property
+    def single(self) -> bool:
+        return len(self.ranks) == 1
+
+    def baseline(self) -> Replay:
+        """Each rank on its own origin GPU (built once)."""
+        if self._baseline is None:
+            self._baseline = self.replay(None)
+        return self._baseline
+
+    def replay(self, target: Optional[GpuSpec]) -> Replay:
+        """Every rank predicted on ``target`` (None: its own origin GPU) and replayed jointly on its host clock."""
+        preds = [predict(r.tables, r.origin, target if target is not None else r.origin) for r in self.ranks]
+        joint = replay_ranks([r.tables for r in self.ranks], preds, [r.clock.clock for r in self.ranks])
+        ranks = tuple(RankReplay(r, p, tl, r.clock if c is None or c is r.clock.clock else replace(r.clock, clock=c))
+                      for r, p, tl, c in zip(self.ranks, joint.predictions, joint.timelines, joint.clocks))
+        warnings = tuple(dict.fromkeys([w for p in preds for w in p.warnings] + list(joint.warnings)))
+        return Replay(target, ranks, joint.collectives, joint.passes, warnings)
+
+
+def trace_files(path: Path) -> list[Path]:
+    """A file: itself; a directory: its traces (*.json, *.json.gz but REPORT_NAME), sorted; one error when there
+    are none."""
+    if not path.is_dir():
+        return [path]
+    files = sorted({p for g in TRACE_GLOBS for p in path.glob(g) if p.is_file() and p.name != REPORT_NAME})
+    if not files:
+        raise TraceFormatError(f"{path}: no trace files (*.json, *.json.gz) in this directory; "
+                               "put one torch.profiler trace per rank there")
+    return files
+
+
+def group_ranks(files: Sequence[Path], infos: Sequence[Optional[DistributedInfo]]) -> list[list[Path]]:
+    """The runs among ``files``: the traces of a distributed run (distributedInfo, world size > 1) form one run,
+    ordered by rank (two traces of one rank: an error naming both); every other trace is a run of its own."""
+    ranks: dict[int, Path] = {}
+    alone: list[list[Path]] = []
+    for f, info in zip(files, infos):
+        if info is None or info.world_size <= 1:
+            alone.append([f])
+        elif info.rank in ranks:
+            raise TraceFormatError(f"{f}: rank {info.rank} also in {ranks[info.rank].name}; keep one trace per "
+                                   "rank in the directory")
+        else:
+            ranks[info.rank] = f
+    return ([[ranks[r] for r in sorted(ranks)]] if ranks else []) + alone
+
+
+def runs_in(path: Path) -> list[list[Path]]:
+    """``group_ranks`` of a file or directory, reading each trace's top-level keys only (for ``scale DIR``, which
+    loads each run where it is scaled). A trace whose keys cannot be read is a run of its own: loading it fails
+    there, with its error."""
+    files = trace_files(path)
+    if len(files) == 1:
+        return [files]
+    return group_ranks(files, [_distributed(f) for f in files])
+
+
+def _distributed(path: Path) -> Optional[DistributedInfo]:
+    try:
+        return DistributedInfo.from_meta(reader.read_meta(path))
+    except HabitatTraceError:
+        return None
