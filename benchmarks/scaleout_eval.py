@@ -25,13 +25,8 @@ from typing import Any, Optional
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from habitat_trace import pipeline  # noqa: E402
 from habitat_trace.ingest.trace import load  # noqa: E402
-from habitat_trace.scale.dataparallel import ScaleOut  # noqa: E402
-from habitat_trace.scale.engine import predict  # noqa: E402
-from habitat_trace.scale.specs import load_catalog  # noqa: E402
-from habitat_trace.timeline.joint import joint_replay  # noqa: E402
-from habitat_trace.timeline.scaleout import scale_out  # noqa: E402
+from habitat_trace.pipeline import DataParallel, Options, Run, iteration_figures  # noqa: E402
 
 # The issue's acceptance bars: scale-out from one GPU within 10% of the measured N-rank step, the joint replay of the
 # measured ranks within 5% (issue 27, "Done when").
@@ -51,27 +46,18 @@ def extract(folder: Path, into: Path) -> None:
 
 
 def predicted_scaleout(single: Path, world: int, strategy: str) -> tuple[float, float, list[str]]:
-    """(one-GPU replayed iteration, N-rank predicted iteration, warnings) in ms, on the origin GPU."""
-    catalog = load_catalog(None)
-    tables = load(single)
-    origin = pipeline.resolve_origin(tables, catalog, None)
-    scaled = pipeline.scale(tables, origin, origin)
-    one = pipeline.iteration_figures(tables, scaled.timeline)[0]
-    out = scale_out(tables, scaled.prediction, ScaleOut(world, strategy), scaled.host.clock)
-    many = pipeline.iteration_figures(out.synthesized.tables, out.timeline)[0]
-    return one, many, list(out.synthesized.warnings)
+    """(one-GPU replayed iteration, N-rank predicted iteration, warnings) in ms, on the origin GPU: what
+    ``compare TRACE --world-size N --strategy S`` reports on its origin row."""
+    alone = Run.open(single, Options.load()).baseline().ranks[0]
+    many = Run.open(single, Options.load(data_parallel=DataParallel(world, strategy))).baseline()
+    return iteration_figures(alone.tables, alone.timeline)[0], many.ranks[0].headline.iteration_ms, list(many.warnings)
 
 
 def joint(rank_files: list[Path]) -> float:
-    """The slowest rank's iteration (ms) of the ranks replayed together on their own GPU."""
-    catalog = load_catalog(None)
-    traces = [load(p) for p in rank_files]
-    traces.sort(key=lambda t: t.distributed.rank if t.distributed else 0)
-    origins = [pipeline.resolve_origin(t, catalog, None) for t in traces]
-    preds = [predict(t, o, o) for t, o in zip(traces, origins)]
-    clocks = [pipeline.host_clock(t).clock for t in traces]
-    j = joint_replay(traces, preds, clocks)
-    return max(pipeline.iteration_figures(t, tl)[0] for t, tl in zip(traces, j.timelines))
+    """The slowest rank's iteration (ms) of the ranks replayed together on their own GPU (``compare DIR``'s origin)."""
+    traces = sorted((load(p) for p in rank_files), key=lambda t: t.distributed.rank if t.distributed else 0)
+    replay = Run(traces, Options.load()).baseline()
+    return max(iteration_figures(r.tables, r.timeline)[0] for r in replay.ranks)
 
 
 def evaluate(folder: Path) -> pd.DataFrame:

@@ -27,8 +27,9 @@ import pandas as pd
 from habitat_trace.errors import HabitatTraceError, OutputError
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import Tables
-from habitat_trace.pipeline import Host, Options, Run
+from habitat_trace.pipeline import DataParallel, Host, Options, Run
 from habitat_trace.pipeline.run import Replay, catalog_gpu
+from habitat_trace.scale.dataparallel import DEFAULT_BUCKET_MB
 from habitat_trace.scale.prediction import Prediction
 
 CHAIN_SEP = " > "  # op_chain: outermost op first, the launching op last
@@ -120,7 +121,8 @@ class Trace:
         out["op_chain"] = op_chains(t.ops, g[S.OP].to_numpy())
         out["step"] = step_numbers(t.steps, g[S.STEP].to_numpy())
         if self.replay is not None and self.scaled_from is not None:
-            p, origin = self.replay.ranks[i].prediction, self.scaled_from.ranks[i].tables
+            # what was replayed: the origin's tables, or with world_size > 1 the synthesized rank's
+            p, origin = self.replay.ranks[i].prediction, self.replay.ranks[i].tables
             out["method"] = p.method
             out["reason"] = p.reason
             out["origin_start_ns"] = origin.gpu[S.TS].to_numpy()
@@ -163,19 +165,27 @@ class Trace:
         return out
 
     def scale(self, to: str = "A100", specs: str | Path | None = None, origin: Optional[str] = None,
-              cpu_speed: float = 1.0, keep_profiler_overhead: bool = False) -> "Trace":
+              cpu_speed: float = 1.0, keep_profiler_overhead: bool = False, world_size: int = 1,
+              strategy: str = "ddp", bucket_mb: float = DEFAULT_BUCKET_MB) -> "Trace":
         """The run as it would run on GPU ``to`` (catalog name or alias; ``specs``: an extra catalog TOML;
         ``origin``: the recording GPU when deviceProperties do not name a catalog GPU; ``cpu_speed`` and
-        ``keep_profiler_overhead``: the target's host, as the CLI's --cpu-speed and --keep-profiler-overhead).
+        ``keep_profiler_overhead``: the target's host, as the CLI's --cpu-speed and --keep-profiler-overhead;
+        ``world_size`` > 1, ``strategy``, ``bucket_mb``: a one-GPU trace as one of N data-parallel ranks, as the
+        CLI's --world-size, --strategy and --bucket-mb, the added communication among the kernels).
 
         >>> t = load("tests/data/mlp_b32_fp32.pt.trace.json.gz")
         >>> l4 = t.scale(to="L4")
         >>> l4.summary()["steps"]["mean"]["gpu_busy_ms"] > t.summary()["steps"]["mean"]["gpu_busy_ms"]
         True
+        >>> ddp = t.scale(to="H100", world_size=8)
+        >>> k = ddp.kernels
+        >>> int((k["method"] == "collective-synthesized").sum())  # 2 DDP buckets per step (1 MiB first), 2 steps
+        4
         """
         from habitat_trace.pipeline.document import target_tables
 
-        options = Options.load(specs, origin, Host(cpu_speed, keep_profiler_overhead))
+        options = Options.load(specs, origin, Host(cpu_speed, keep_profiler_overhead),
+                               data_parallel=DataParallel(world_size, strategy, bucket_mb))
         if origin is None and self.replay is not None:  # a scaled trace runs on its last target
             options = replace(options, origin=self.replay.gpu)
         targets = options.targets(to)
@@ -184,7 +194,9 @@ class Trace:
         target = targets[0]
         run = self.with_options(options)
         replay = run.replay(target)
-        scaled = Run([target_tables(rr) for rr in replay.ranks], replace(options, origin=target), run.source)
+        # the scaled run is as written: its collectives are in it (a second scale-out would refuse it)
+        scaled = Run([target_tables(rr) for rr in replay.ranks],
+                     replace(options, origin=target, data_parallel=DataParallel()), run.source)
         return Trace(scaled, replay, run)
 
     def with_options(self, options: Options) -> Run:

@@ -36,6 +36,12 @@ InterconnectOpt = typer.Option(None, "--interconnect", metavar="nvlink|pcie",
                                help="what-if: nvlink or pcie between the GPUs of a node")
 GpusPerNodeOpt = typer.Option(None, "--gpus-per-node", metavar="N", help="what-if: GPUs per node (default: the catalog's node)")
 NodesOpt = typer.Option(None, "--nodes", metavar="N", help="what-if: nodes a collective's group spans")
+# a one-GPU trace as one of N data-parallel ranks (pipeline.DataParallel, docs/distributed.md "Scale-out from one GPU")
+WorldSizeOpt = typer.Option(1, "--world-size", metavar="N",
+                            help="scale-out: the one-GPU trace as one of N data-parallel ranks (1: as recorded)")
+StrategyOpt = typer.Option("ddp", "--strategy", metavar="ddp|fsdp", help="scale-out: DDP buckets or FSDP units")
+DDP_BUCKET_MB = 25.0  # scale.dataparallel.DEFAULT_BUCKET_MB, written here so that --help imports no numpy (tested)
+BucketMbOpt = typer.Option(DDP_BUCKET_MB, "--bucket-mb", metavar="MB", help="scale-out: DDP's bucket_cap_mb in MiB")
 # the target's host (pipeline.Host): the origin's, without the profiler's overhead, at a what-if speed
 CpuSpeedOpt = typer.Option(1.0, "--cpu-speed", metavar="RATIO", min=0.01,
                            help="what-if: the target host's CPU speed relative to the origin's (1.5 = 50% faster)")
@@ -53,12 +59,14 @@ def _version(value: bool) -> None:
 
 def _options(specs: Optional[Path], origin: Optional[str], cpu_speed: float = 1.0, keep: bool = False,
              interconnect: Optional[str] = None, gpus_per_node: Optional[int] = None,
-             nodes: Optional[int] = None) -> Any:
+             nodes: Optional[int] = None, world_size: int = 1, strategy: str = "ddp",
+             bucket_mb: float = DDP_BUCKET_MB) -> Any:
     """What every predicting command takes, parsed once (pipeline.Options): the same meaning for a file and a
     directory, in every command."""
-    from habitat_trace.pipeline import Deployment, Host, Options
+    from habitat_trace.pipeline import DataParallel, Deployment, Host, Options
 
-    return Options.load(specs, origin, Host(cpu_speed, keep), Deployment(interconnect, gpus_per_node, nodes))
+    return Options.load(specs, origin, Host(cpu_speed, keep), Deployment(interconnect, gpus_per_node, nodes),
+                        DataParallel(world_size, strategy, bucket_mb))
 
 
 def _render(report: Any, fmt: str, stderr: bool = False) -> None:
@@ -110,14 +118,16 @@ def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
           interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
           nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
           jobs: int = typer.Option(1, "--jobs", "-j", metavar="N", help="processes: traces and targets in parallel"),
-          fmt: str = FormatOpt) -> None:
+          fmt: str = FormatOpt, world_size: int = WorldSizeOpt, strategy: str = StrategyOpt,
+          bucket_mb: float = BucketMbOpt) -> None:
     """Write the trace as it would run on another GPU (TRACE a directory: every trace in it; the ranks of one
     distributed run are replayed jointly); one report of what was written."""
     from habitat_trace.commands import scale as cmd
     from habitat_trace.commands.render import check_format
 
     check_format(fmt)
-    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes)
+    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
+                       bucket_mb)
     try:
         report = cmd.report(trace, to=to, out=out, options=options, jobs=jobs)
     except cmd.ReportedError as exc:
@@ -164,14 +174,16 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
                                                 help="write a PNG: iteration time and cost per GPU"),
             origin: Optional[str] = FromOpt,
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
-            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt) -> None:
+            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
+            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt) -> None:
     """One run against many GPUs: iteration time, speed-up, cost, memory fit (TRACE a directory of per-rank
-    traces: the slowest rank's step after a joint replay)."""
+    traces: the slowest rank's step after a joint replay; --world-size N: a one-GPU trace as one of N ranks)."""
     from habitat_trace.commands import compare as cmd
     from habitat_trace.commands.render import check_format
 
     check_format(fmt)
-    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes)
+    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
+                       bucket_mb)
     _render(cmd.report(trace, to=to, options=options, prices=price, plot=plot), fmt)
 
 
@@ -179,14 +191,16 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
 def explain(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path] = SpecsOpt, top: int = TopOpt,
             fmt: str = FormatOpt, origin: Optional[str] = FromOpt,
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
-            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt) -> None:
+            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
+            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt) -> None:
     """The ops and kernels whose time changes most on the target, and why; per rank, the step before and after
     (TRACE a directory of per-rank traces: with the collectives' transfer time and the wait for the other ranks)."""
     from habitat_trace.commands import explain as cmd
     from habitat_trace.commands.render import check_format
 
     check_format(fmt)
-    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes)
+    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
+                       bucket_mb)
     _render(cmd.report(trace, to=to, options=options, top=top), fmt)
 
 

@@ -2,7 +2,8 @@
 
 The traces are built here (tests/dist_helpers.ddp_trace: two ranks of a DDP step on an H100, a GEMM and an NCCL
 all-reduce per step); ``{file}`` is rank 0's trace, ``{dir}`` the directory of both ranks, ``{one}`` a directory
-holding rank 0's trace alone. Each case runs the CLI in that directory and compares its ``--format csv`` output
+holding rank 0's trace alone; ``{mlp}`` is the one-GPU training step of tests/data (MLP_FIXTURE), for scale-out
+(``--world-size``). Each case runs the CLI in that directory and compares its ``--format csv`` output
 with tests/data/diff/<case>.csv, byte for byte. The cases cross file and directory inputs with the options every
 predicting command takes (--to lists, --cpu-speed, --keep-profiler-overhead, --price, the deployment what-ifs).
 
@@ -12,12 +13,13 @@ After an intended change of the model or of a table, regenerate the expected fil
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from habitat_trace.cli import main
-from tests.conftest import DATA
+from tests.conftest import DATA, MLP_FIXTURE
 from tests.dist_helpers import ddp_trace, write
 
 EXPECTED = DATA / "diff"
@@ -36,6 +38,13 @@ CASES = {
     "scale_dir": ["scale", "{dir}", "--to", "H200,A100", "-o", "out/", "--cpu-speed", "0.5"],
     "inspect_dir": ["inspect", "{dir}", "--top", "2"],
     "validate_file": ["validate", "{file}", "{file}", "--top", "1"],
+    # scale-out from one GPU (issue 27): DDP on one node, FSDP over two nodes, DDP's bucket cap, explain's tables
+    "compare_mlp_ddp8": ["compare", "{mlp}", "--to", "H200", "--world-size", "8"],
+    "compare_mlp_fsdp16_two_nodes": ["compare", "{mlp}", "--to", "H200", "--world-size", "16", "--strategy", "fsdp",
+                                     "--gpus-per-node", "8"],
+    "scale_mlp_ddp4_small_buckets": ["scale", "{mlp}", "--to", "H200", "--world-size", "4", "--bucket-mb", "0.25",
+                                     "-o", "out/"],
+    "explain_mlp_fsdp4": ["explain", "{mlp}", "--to", "H200", "--top", "2", "--world-size", "4", "--strategy", "fsdp"],
 }
 
 
@@ -49,12 +58,13 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         write(doc, tmp_path / "ranks" / f"rank{r}.pt.trace.json.gz")
     write(ddp_trace(rank=0, world=2, device=H100, gemm_us=500), tmp_path / "one" / "rank0.pt.trace.json.gz")
     write(ddp_trace(rank=0, world=2, device=H100, gemm_us=500), tmp_path / "rank0.pt.trace.json.gz")
+    shutil.copyfile(MLP_FIXTURE, tmp_path / "mlp.pt.trace.json.gz")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
 
 def csv_of(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    names = {"{file}": "rank0.pt.trace.json.gz", "{dir}": "ranks", "{one}": "one"}
+    names = {"{file}": "rank0.pt.trace.json.gz", "{dir}": "ranks", "{one}": "one", "{mlp}": "mlp.pt.trace.json.gz"}
     main([names.get(a, a) for a in args] + ["--format", "csv"])
     return capsys.readouterr().out
 

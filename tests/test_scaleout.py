@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from habitat_trace import pipeline
@@ -18,26 +18,32 @@ from habitat_trace.emit.writer import write_trace
 from habitat_trace.errors import UnsupportedTraceError
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import load
+from habitat_trace.pipeline.document import target_document
 from habitat_trace.scale import collective as C
 from habitat_trace.scale import dataparallel as D
+from habitat_trace.scale.engine import predict
 from habitat_trace.scale.params import recover
 from habitat_trace.scale.prediction import COLLECTIVE_SYNTHESIZED, COPY_SYNTHESIZED, Prediction
 from habitat_trace.scale.specs import load_catalog
 from habitat_trace.timeline import scaleout as SO
 from habitat_trace.timeline.intervals import covered
-from habitat_trace.timeline.replay import replay
 from tests.conftest import DATA, MLP_FIXTURE, TRACES, assert_perfetto_ok, needs_shared
 
 CATALOG = load_catalog(None)
+OPTIONS = pipeline.Options(CATALOG)
 STRATEGIES = st.sampled_from(D.STRATEGIES)
+
+
+def _rank(tables: Any) -> pipeline.run.Rank:
+    """The one rank of a run of ``tables``: its origin GPU and its host clock, as every command builds them."""
+    return pipeline.Run([tables], OPTIONS).ranks[0]
 
 
 @lru_cache(maxsize=None)
 def _base(target: str = "H100") -> tuple[Any, Prediction, Any]:
-    tables = load(MLP_FIXTURE)
-    origin = pipeline.resolve_origin(tables, CATALOG, None)
-    scaled = pipeline.scale(tables, origin, CATALOG.resolve(target))
-    return tables, scaled.prediction, scaled.host.clock
+    """The MLP fixture, the engine's prediction on ``target`` and the host clock (pipeline.Rank's)."""
+    rank = _rank(load(MLP_FIXTURE))
+    return rank.tables, predict(rank.tables, rank.origin, CATALOG.resolve(target)), rank.clock.clock
 
 
 @lru_cache(maxsize=None)
@@ -49,18 +55,35 @@ def _iteration(out: SO.ScaledOut) -> float:
     return pipeline.iteration_figures(out.synthesized.tables, out.timeline)[0]
 
 
+def _run(world: int = 1, strategy: str = "ddp", **kwargs: Any) -> pipeline.Run:
+    """The MLP fixture as a run predicted with ``--world-size world --strategy strategy`` (and Options ``kwargs``)."""
+    options = pipeline.Options(CATALOG, data_parallel=pipeline.DataParallel(world, strategy), **kwargs)
+    return pipeline.Run([_base()[0]], options)
+
+
 def _with_nvlink(p: Prediction, gbs: float) -> Prediction:
     return replace(p, target=replace(p.target, extra={**p.target.extra, "nvlink_gbs": gbs}))
 
 
-@pytest.mark.parametrize("strategy", D.STRATEGIES)
-def test_one_rank_is_the_one_gpu_prediction(strategy: str) -> None:
-    tables, pred, clock = _base()
-    syn = SO.synthesize(tables, pred, D.ScaleOut(1, strategy))
+@settings(max_examples=12)
+@given(strategy=STRATEGIES, target=st.sampled_from(["H100", "A100", "L4", "T4"]), bucket=st.floats(0.01, 100.0))
+@example(strategy="fsdp", target="H100", bucket=25.0)
+def test_one_rank_is_the_one_gpu_prediction(strategy: str, target: str, bucket: float) -> None:
+    """N = 1 is the single-GPU prediction to the nanosecond: through scale_out, and through every command's path
+    (Run.replay with --world-size 1, whatever --strategy and --bucket-mb say)."""
+    tables, pred, clock = _base(target)
+    so = D.ScaleOut(1, strategy, bucket)
+    syn = SO.synthesize(tables, pred, so)
     assert syn.tables is tables and syn.prediction is pred and len(syn.added) == 0 and len(syn.plan.kernels) == 0
-    out = SO.scale_out(tables, pred, D.ScaleOut(1, strategy), clock)
-    alone = replay(tables, pred, clock)
-    assert np.array_equal(out.timeline.ts_ns, alone.ts_ns) and np.array_equal(out.timeline.dur_ns, alone.dur_ns)
+    out = SO.scale_out(tables, pred, so, clock)
+    gpu = CATALOG.resolve(target)
+    alone = pipeline.Run([tables], OPTIONS).replay(gpu).ranks[0]
+    options = pipeline.Options(CATALOG, data_parallel=pipeline.DataParallel(1, strategy, bucket))
+    one = pipeline.Run([tables], options).replay(gpu).ranks[0]
+    for tl in (out.timeline, one.timeline):
+        assert np.array_equal(tl.ts_ns, alone.timeline.ts_ns) and np.array_equal(tl.dur_ns, alone.timeline.dur_ns)
+    assert np.array_equal(one.prediction.dur_ns, alone.prediction.dur_ns) and one.scaled_out is None
+    assert one.headline == alone.headline
 
 
 @given(strategy=STRATEGIES, world=st.integers(2, 16), gbs=st.floats(10.0, 2000.0), more=st.floats(1.0, 20.0))
@@ -156,17 +179,20 @@ def test_the_replay_honours_every_dependency(strategy: str, target: str) -> None
 
 @pytest.mark.parametrize("strategy", D.STRATEGIES)
 def test_the_written_trace_shows_the_communication_stream(tmp_path: Path, strategy: str) -> None:
-    tables, pred, clock = _base()
-    out = SO.scale_out(tables, pred, D.ScaleOut(2, strategy), clock)
-    path = write_trace(out.synthesized.tables, out.timeline, out.synthesized.prediction,
-                       tmp_path / "n2.pt.trace.json.gz", {})
+    """What ``scale --world-size 2`` writes: the communication streams named in Perfetto, every synthesized
+    collective on one of them with its predicted time, Perfetto's import rules kept, the scale-out in the header."""
+    rr = _run(2, strategy).replay(CATALOG.resolve("A100")).ranks[0]
+    assert rr.scaled_out is not None
+    path = write_trace(target_document(rr), tmp_path / "n2.pt.trace.json.gz")
     assert_perfetto_ok(path, MLP_FIXTURE)
     back = load(path)
     names = [e["args"]["name"] for e in back.events if isinstance(e, dict) and e.get("name") == "thread_name"]
     assert any("synthesized" in n and "stream" in n for n in names)
     nccl = back.gpu[back.gpu[S.KCLASS] == "nccl"]
-    assert len(nccl) == (out.synthesized.plan.kernels["collective"] != "").sum()
+    assert len(nccl) == (rr.scaled_out.synthesized.plan.kernels["collective"] != "").sum()
     assert (nccl[S.STREAM] != 7).all() and (nccl[S.DUR] > 0).all()
+    assert back.meta["habitat_trace"]["scale_out"]["world_size"] == 2
+    assert back.meta["habitat_trace"]["scale_out"]["strategy"] == strategy
 
 
 def test_contention_only_slows_what_a_collective_overlaps() -> None:
@@ -194,8 +220,7 @@ def test_communication_figures() -> None:
 
 def test_a_distributed_trace_is_refused_and_one_rank_still_works() -> None:
     hta = load(DATA / "a100_nccl_step5.json.gz")
-    origin = pipeline.resolve_origin(hta, CATALOG, None)
-    pred = pipeline.scale(hta, origin, CATALOG.resolve("H100")).prediction
+    pred = predict(hta, pipeline.resolve_origin(hta, OPTIONS), CATALOG.resolve("H100"))
     assert SO.synthesize(hta, pred, D.ScaleOut(1)).tables is hta
     with pytest.raises(UnsupportedTraceError, match="already a distributed trace.*rank 0 of 2"):
         SO.synthesize(hta, pred, D.ScaleOut(2))
@@ -206,14 +231,14 @@ def test_a_distributed_trace_is_refused_and_one_rank_still_works() -> None:
 def test_gpt2_on_two_h100s(strategy: str) -> None:
     """The shared GPT-2 step on 2 H100s: the buckets or units the module doc promises, and a step no shorter than the
     one-GPU compute minus FSDP's halved optimizer."""
-    tables = load(TRACES / "h100-sxm" / "gpt2_b8_s1024_amp.pt.trace.json.gz")
-    origin = pipeline.resolve_origin(tables, CATALOG, None)
-    scaled = pipeline.scale(tables, origin, origin)
-    out = SO.scale_out(tables, scaled.prediction, D.ScaleOut(2, strategy), scaled.host.clock)
+    rank = _rank(load(TRACES / "h100-sxm" / "gpt2_b8_s1024_amp.pt.trace.json.gz"))
+    tables = rank.tables
+    alone = pipeline.Run([tables], OPTIONS).baseline().ranks[0]
+    out = SO.scale_out(tables, predict(tables, rank.origin, rank.origin), D.ScaleOut(2, strategy), rank.clock.clock)
     k = out.synthesized.plan.kernels
     per_step = (k["collective"] != "").groupby(k["step"]).sum()
     assert per_step.tolist() == ([14, 14] if strategy == "ddp" else [38, 38])  # 14 buckets; 1 + 12 x 3 + 1
-    one, many = pipeline.iteration_figures(tables, scaled.timeline)[0], _iteration(out)
+    one, many = pipeline.iteration_figures(tables, alone.timeline)[0], _iteration(out)
     assert many > one if strategy == "ddp" else many > 0.9 * one
 
 
@@ -228,9 +253,9 @@ def test_the_fallback_warning_travels_with_the_result() -> None:
     doc["traceEvents"] = [e for e in doc["traceEvents"] if "AccumulateGrad" not in str(e.get("name", ""))]
     bare = from_document(MLP_FIXTURE, doc)
     tables, pred, clock = _base()
-    scaled = pipeline.scale(bare, pred.origin, pred.target)
     so = D.ScaleOut(2, "ddp")
-    real, fallback = SO.scale_out(tables, pred, so, clock), SO.scale_out(bare, scaled.prediction, so, clock)
+    real, fallback = SO.scale_out(tables, pred, so, clock), SO.scale_out(bare, predict(bare, pred.origin, pred.target),
+                                                                         so, clock)
     assert any("weight ops" in w for w in fallback.warnings) and real.warnings == ()
     moved = [o.synthesized.plan.kernels.query("collective != ''")["nbytes"].sum() for o in (real, fallback)]
     assert moved[0] == moved[1] > 0

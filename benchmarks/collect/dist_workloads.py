@@ -56,6 +56,20 @@ def _lm(model: nn.Module, vocab: int, batch: int, seq: int, dev: torch.device) -
     return lambda m: m(input_ids=ids, labels=ids).loss
 
 
+# The tiny (--dry-run) size of the HF models: 2 layers of width 64 over 128 tokens, sequences of 16
+TINY_HF = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, vocab_size=128, max_position_embeddings=32)
+
+
+def _hf(dev: torch.device, tiny: bool, config: Any, model_class: Any, layer: type, batch: tuple[int, int],
+        autocast: Optional[torch.dtype]) -> Workload:
+    """An HF language model of ``config`` on ``dev``, trained on fixed random tokens (``batch``: batch x sequence;
+    2 x 16 when tiny) with AdamW; its ``layer`` class is the FSDP unit."""
+    model = model_class(config).to(dev)
+    b, s = (2, 16) if tiny else batch
+    return Workload(model, _lm(model, config.vocab_size, b, s, dev), _adamw, lambda m: isinstance(m, layer),
+                    autocast, f"{b}x{s}")
+
+
 def gpt2(dev: torch.device, tiny: bool) -> Workload:
     """HF GPT-2 small (124M, tied embedding), batch 8 x 1024, bf16 autocast, AdamW."""
     tr = _transformers()
@@ -63,10 +77,7 @@ def gpt2(dev: torch.device, tiny: bool) -> Workload:
 
     kw = dict(n_layer=2, n_embd=64, n_head=2, vocab_size=128, n_positions=32) if tiny else dict(n_positions=1024)
     cfg = tr.GPT2Config(**kw, attn_implementation="sdpa")
-    model = tr.GPT2LMHeadModel(cfg).to(dev)
-    b, s = (2, 16) if tiny else (8, 1024)
-    return Workload(model, _lm(model, cfg.vocab_size, b, s, dev), _adamw, lambda m: isinstance(m, GPT2Block),
-                    torch.bfloat16, f"{b}x{s}")
+    return _hf(dev, tiny, cfg, tr.GPT2LMHeadModel, GPT2Block, (8, 1024), torch.bfloat16)
 
 
 def llama(dev: torch.device, tiny: bool) -> Workload:
@@ -74,15 +85,11 @@ def llama(dev: torch.device, tiny: bool) -> Workload:
     tr = _transformers()
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
-    size = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=128,
-                max_position_embeddings=32) if tiny else dict(
+    size = dict(TINY_HF, num_attention_heads=4) if tiny else dict(
         hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16, vocab_size=32000,
         max_position_embeddings=1024)
     cfg = tr.LlamaConfig(**size, num_key_value_heads=size["num_attention_heads"], attn_implementation="sdpa")
-    model = tr.LlamaForCausalLM(cfg).to(dev)
-    b, s = (2, 16) if tiny else (4, 1024)
-    return Workload(model, _lm(model, cfg.vocab_size, b, s, dev), _adamw, lambda m: isinstance(m, LlamaDecoderLayer),
-                    torch.bfloat16, f"{b}x{s}")
+    return _hf(dev, tiny, cfg, tr.LlamaForCausalLM, LlamaDecoderLayer, (4, 1024), torch.bfloat16)
 
 
 def bert(dev: torch.device, tiny: bool) -> Workload:
@@ -90,13 +97,8 @@ def bert(dev: torch.device, tiny: bool) -> Workload:
     tr = _transformers()
     from transformers.models.bert.modeling_bert import BertLayer
 
-    size = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, vocab_size=128,
-                max_position_embeddings=32) if tiny else {}
-    cfg = tr.BertConfig(**size, attn_implementation="sdpa")
-    model = tr.BertForMaskedLM(cfg).to(dev)
-    b, s = (2, 16) if tiny else (32, 128)
-    return Workload(model, _lm(model, cfg.vocab_size, b, s, dev), _adamw, lambda m: isinstance(m, BertLayer), None,
-                    f"{b}x{s}")
+    cfg = tr.BertConfig(**(dict(TINY_HF, num_attention_heads=2) if tiny else {}), attn_implementation="sdpa")
+    return _hf(dev, tiny, cfg, tr.BertForMaskedLM, BertLayer, (32, 128), None)
 
 
 def resnet50(dev: torch.device, tiny: bool) -> Workload:

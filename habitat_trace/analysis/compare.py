@@ -17,6 +17,10 @@ Definitions (README, "Which GPU should I rent?"):
 - memory: see habitat_trace/analysis/memory.py (recorded peak or estimate, margin rule); the largest rank's.
 - ``slowest_rank``, ``transfer_ms``, ``wait_ms`` (several ranks only): the slowest rank, and its matched
   collectives' transfer time and time waiting for the other ranks per step (timeline/joint.py).
+- ``--world-size N`` > 1 (a one-GPU trace as one of N data-parallel ranks, every row including the origin's) adds
+  SCALEOUT_COLUMNS: ``world_size``, ``strategy``, ``collectives`` per step, ``comm_ms`` (the GPU time a collective
+  runs, per step) and ``exposed_comm_ms`` (the part no compute kernel overlaps), means over the ProfilerSteps
+  (ScaledOut.communication); ``usd_per_1k_iterations`` is then for all N GPUs.
 """
 from __future__ import annotations
 
@@ -27,15 +31,16 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.errors import HabitatTraceError
-from habitat_trace.pipeline import Host, Options, Run
+from habitat_trace.pipeline import DataParallel, Host, Options, Run
 from habitat_trace.pipeline.host import overhead_ms
-from habitat_trace.pipeline.run import Replay
+from habitat_trace.pipeline.run import RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import METHODS
 
 COLUMNS = ("gpu", "origin", "iteration_ms", "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source",
            "usd_per_1k_iterations", "peak_memory_gib", "memory_source", "fits_memory", "method_share",
            "iteration_source", "profiler_overhead_ms", "ranks", "slowest_rank", "transfer_ms", "wait_ms", "warnings")
+SCALEOUT_COLUMNS = ("world_size", "strategy", "collectives", "comm_ms", "exposed_comm_ms")  # only with --world-size
 # A GPU busy less than half of the step waits on the CPU (launches, Python, data) more than it computes:
 # buying a faster GPU then shortens the step by less than the speed-up of its kernels.
 LAUNCH_BOUND_BUSY = 0.5
@@ -45,12 +50,14 @@ PRICE_OVERRIDE = "--price"
 
 def compare(trace_or_path: Any, to: str | Sequence[str], specs: Optional[Path] = None,
             prices: Optional[dict[str, float]] = None, origin: Optional[str] = None,
-            progress: Optional[Callable[[str], None]] = None, host: Host = Host()) -> pd.DataFrame:
+            progress: Optional[Callable[[str], None]] = None, host: Host = Host(),
+            data_parallel: DataParallel = DataParallel()) -> pd.DataFrame:
     """One row per GPU (origin first, then ``to`` in order, each once): ``trace_or_path`` is a trace file, a
     directory of one trace per rank, or a loaded ``habitat_trace.Trace``. ``prices`` maps a GPU name (any name
     the catalog resolves) to USD per hour and overrides the catalog; ``progress`` is called with each GPU name
-    after its row is done; ``host``: the target host (pipeline.Host)."""
-    options = Options.load(specs, origin, host)
+    after its row is done; ``host``: the target host (pipeline.Host); ``data_parallel``: a one-GPU trace as one
+    of N ranks (pipeline.DataParallel, e.g. ``DataParallel(8, "fsdp")``)."""
+    options = Options.load(specs, origin, host, data_parallel=data_parallel)
     targets = options.targets(to)  # unknown names fail before any work
     overrides = {options.catalog.resolve(n).name: float(usd) for n, usd in (prices or {}).items()}
     run = trace_or_path.with_options(options) if hasattr(trace_or_path, "with_options") else \
@@ -75,7 +82,8 @@ def gpu_table(run: Run, targets: Sequence[GpuSpec], prices: Optional[dict[str, f
         rows.append(_row(run, replay, prices))
         if progress is not None:
             progress(replay.gpu.name)
-    table = pd.DataFrame(rows, columns=list(COLUMNS))
+    table = pd.DataFrame(rows, columns=list(COLUMNS) + list(SCALEOUT_COLUMNS if run.options.data_parallel.active
+                                                            else ()))
     table["speedup"] = table["iteration_ms"].iat[0] / table["iteration_ms"]
     return table
 
@@ -89,12 +97,13 @@ def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
     usd, price_source = _price(gpu, prices)
     peak_gib, mem_source = run_peak_memory(run)
     transfer, wait = collective_split(replay, replay.ranks.index(slow))
-    return {
+    gpus = run.options.data_parallel.world_size if slow.scaled_out is not None else len(run.ranks)
+    return {**communication(slow, run.options.data_parallel),
         "gpu": gpu.name, "origin": replay.target is None, "iteration_ms": head.iteration_ms, "gpu_busy_ms": head.gpu_busy_ms,
         "speedup": float("nan"), "bound": "launch" if head.gpu_busy_ms < LAUNCH_BOUND_BUSY * head.iteration_ms
         else "gpu",
         "usd_per_hour": usd, "price_source": price_source,
-        "usd_per_1k_iterations": None if usd is None else usd * len(run.ranks) * head.iteration_ms * 1000 / MS_PER_HOUR,
+        "usd_per_1k_iterations": None if usd is None else usd * gpus * head.iteration_ms * 1000 / MS_PER_HOUR,
         "peak_memory_gib": peak_gib, "memory_source": mem_source, "fits_memory": fits(peak_gib, gpu.memory_gib),
         "method_share": method_share(np.concatenate([r.prediction.method for r in replay.ranks]),
                                      np.concatenate([r.prediction.dur_ns for r in replay.ranks])),
@@ -102,6 +111,17 @@ def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
         "slowest_rank": None if run.single else slow.rank.number, "transfer_ms": transfer, "wait_ms": wait,
         "warnings": list(replay.warnings),
     }
+
+
+def communication(rr: RankReplay, dp: DataParallel) -> dict[str, Any]:
+    """SCALEOUT_COLUMNS of a scale-out rank (module doc); {} for a recorded run."""
+    if rr.scaled_out is None:
+        return {}
+    fig = rr.scaled_out.communication()
+    steps = fig[fig["step"] >= 0] if (fig["step"] >= 0).any() else fig
+    return {"world_size": dp.world_size, "strategy": dp.strategy, "collectives": float(steps["collectives"].mean()),
+            "comm_ms": float(steps["comm_busy_ns"].mean()) / 1e6,
+            "exposed_comm_ms": float(steps["exposed_comm_ns"].mean()) / 1e6}
 
 
 def collective_split(replay: Replay, position: int) -> tuple[Optional[float], Optional[float]]:

@@ -25,6 +25,7 @@ from habitat_trace.pipeline import Run
 from habitat_trace.pipeline.host import overhead_ms
 from habitat_trace.pipeline.run import RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
+from habitat_trace.scale.prediction import COLLECTIVE_SYNTHESIZED
 
 # γ >= this: the kernel's origin time is mostly DRAM traffic (docs/method.md step 4)
 MEMORY_BOUND_GAMMA = 0.5
@@ -116,7 +117,8 @@ def _groups(report: pd.DataFrame, key: str, steps: int, denominator: float, top:
             "change_ms": float(a["change_ns"]) / steps / 1e6,
             "ratio": float(a["target_ns"] / a["origin_ns"]) if a["origin_ns"] > 0 else None,
             "waves_origin": float(a["wo"] / a["w"]), "waves_target": float(a["wt"] / a["w"]),
-            "gamma": gamma, "bound": "memory" if gamma >= MEMORY_BOUND_GAMMA else "compute",
+            "gamma": gamma, "bound": "communication" if methods.get(name) == COLLECTIVE_SYNTHESIZED else
+            "memory" if gamma >= MEMORY_BOUND_GAMMA else "compute",  # a scale-out's collectives have no γ
             "method": methods.get(name, ""), "reason": reasons.get(name, ""),
             "share": target_ms / denominator if denominator > 0 else 0.0,
         })

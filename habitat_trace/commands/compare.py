@@ -25,6 +25,8 @@ SHOWN = (
     Column("slowest_rank", "slowest rank", "d", short="rank", optional=True),
     Column("transfer_ms", "collective transfer ms", ".2f", short="xfer ms", optional=True),
     Column("wait_ms", "wait on ranks ms", ".2f", short="wait ms", optional=True),
+    Column("comm_ms", "comm ms", ".2f", optional=True),  # --world-size N: the synthesized collectives
+    Column("exposed_comm_ms", "exposed comm ms", ".2f", short="exposed ms", optional=True),
     Column("usd_per_hour", "$/h", ".3f", drop=1),
     Column("usd_per_1k_iterations", "$ / 1k it", ".4f", short="$/1k it"),
     Column("peak_memory_gib", "peak GiB", ".1f", short="GiB", missing="?"),
@@ -54,6 +56,10 @@ def report(trace: Path, to: Sequence[str], options: Options, prices: Sequence[st
 
         plot_compare(table, plot, title=Path(trace).name)
     title = "steady-state iteration per GPU, without the profiler (first row: the origin)"
+    dp = options.data_parallel
+    if dp.active:
+        title = (f"steady-state iteration of one of {dp.world_size} {dp.strategy.upper()} ranks per GPU, synthesized "
+                 "from the one-GPU trace, without the profiler (first row: the origin GPU)")
     if not run.single:
         title = (f"steady-state iteration of the slowest of {len(run.ranks)} ranks per GPU (joint replay), without "
                  "the profiler (first row: the origin)")
@@ -69,8 +75,12 @@ def notes(rows: list[dict[str, Any]]) -> tuple[str, ...]:
     how = {"trace": "recorded ([memory] events)", "estimate": "estimated from op shapes"}.get(
         source, "unknown (no [memory] events and no parameter gradient shapes: record with profile_memory=True)")
     out = [f"peak memory: {how}; fits = peak x {FRAGMENTATION_FACTOR} + {CONTEXT_GIB:g} GiB <= the GPU's memory"]
-    if rows and rows[0]["ranks"] > 1:
-        out.append(f"$ / 1k it: for all {rows[0]['ranks']} GPUs of the run (one per rank)")
+    gpus = rows[0].get("world_size") or rows[0]["ranks"] if rows else 1
+    if gpus > 1:
+        out.append(f"$ / 1k it: for all {gpus} GPUs of the run (one per rank)")
+    if rows and rows[0].get("world_size"):
+        out.append("comm ms: GPU time of the synthesized collectives per step; exposed: the part no compute overlaps "
+                   "(docs/distributed.md, 'Scale-out from one GPU': what is assumed)")
     prices = sorted({f"{r['gpu']}: {r['price_source']}" for r in rows if r["price_source"]})
     if prices:
         out.append("prices (on-demand, per GPU): " + "; ".join(prices))

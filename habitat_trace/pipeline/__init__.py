@@ -5,9 +5,9 @@ writes (document.py). Nothing here prints or writes files.
 """
 from habitat_trace.pipeline.figures import iteration_figures, steady_iteration
 from habitat_trace.pipeline.host import Host, HostClock, host_clock, measured_step_ns, overhead_removed
-from habitat_trace.pipeline.options import Deployment, Options
+from habitat_trace.pipeline.options import DataParallel, Deployment, Options
 from habitat_trace.pipeline.run import Headline, RankReplay, Replay, Run, resolve_origin
 
-__all__ = ["Deployment", "Headline", "Host", "HostClock", "Options", "RankReplay", "Replay", "Run",
+__all__ = ["DataParallel", "Deployment", "Headline", "Host", "HostClock", "Options", "RankReplay", "Replay", "Run",
            "host_clock", "iteration_figures", "measured_step_ns", "overhead_removed", "resolve_origin",
            "steady_iteration"]

@@ -91,9 +91,28 @@ def output_name(trace: Path, target: GpuSpec) -> str:
 
 def header_info(rr: RankReplay, extra: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """What the ``habitat_trace`` header says beyond the prediction: the input by file name only (an absolute path
-    leaks the user's directories when the output is shared), the --specs file's name, the host, ``extra``."""
-    return {"input": rr.tables.path.name, "specs_file": rr.rank.options.specs_file, **dict(extra or {}),
-            **host_record(rr.host)}
+    leaks the user's directories when the output is shared), the --specs file's name, the host, ``extra``, and for
+    ``--world-size N`` the scale-out (``scale_out_record``)."""
+    out = {"input": rr.tables.path.name, "specs_file": rr.rank.options.specs_file, **dict(extra or {}),
+           **host_record(rr.host)}
+    if rr.scaled_out is not None:
+        out["scale_out"] = scale_out_record(rr)
+    return out
+
+
+def scale_out_record(rr: RankReplay) -> dict[str, Any]:
+    """The scale-out a synthesized rank was built with: ranks, strategy, DDP's bucket caps, the topology priced."""
+    plan = rr.scaled_out.synthesized.plan if rr.scaled_out is not None else None
+    if plan is None:
+        return {}
+    so, topo = plan.scaleout, plan.topology
+    out: dict[str, Any] = {"world_size": so.world_size, "strategy": so.strategy}
+    if so.strategy == "ddp":
+        out.update(bucket_mb=so.bucket_mb, first_bucket_mb=so.first_bucket_mb)
+    if topo is not None:
+        out.update(nodes=topo.nodes, link=topo.link, intra_gbs=topo.intra_gbs)
+    out["no_straggler"] = True  # every rank runs this step: no rank waits for another
+    return out
 
 
 def header(rr: RankReplay, extra: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """What every command, the API and the hook take, parsed once so it means the same everywhere: the GPU catalog
 (with a ``--specs`` file), the origin GPU (``--from``), the target host (``--cpu-speed``,
-``--keep-profiler-overhead``), the deployment what-ifs for collectives, the ``--to`` list and ``--price``.
+``--keep-profiler-overhead``), the deployment what-ifs for collectives, the data-parallel scale-out of a one-GPU
+trace (``--world-size``, ``--strategy``, ``--bucket-mb``), the ``--to`` list and ``--price``.
 
 Names are checked here, before any trace is read: an unknown GPU is a SpecError with close matches.
 """
@@ -14,6 +15,7 @@ from typing import Optional, Sequence
 from habitat_trace.errors import HabitatTraceError, SpecError
 from habitat_trace.pipeline.host import Host
 from habitat_trace.scale.collective import INTERCONNECTS, with_deployment
+from habitat_trace.scale.dataparallel import DEFAULT_BUCKET_MB, STRATEGIES, ScaleOut
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.specs import Catalog, load_catalog
 
@@ -40,6 +42,34 @@ class Deployment:
 
 
 @dataclass(frozen=True)
+class DataParallel:
+    """A one-GPU step predicted as one rank of ``world_size`` (scale/dataparallel.py, timeline/scaleout.py): DDP's
+    gradient buckets of ``bucket_mb`` MiB, or FSDP's units. World size 1 (the default): the trace as recorded."""
+
+    world_size: int = 1
+    strategy: str = STRATEGIES[0]
+    bucket_mb: float = DEFAULT_BUCKET_MB
+
+    def __post_init__(self) -> None:
+        if isinstance(self.world_size, bool) or not isinstance(self.world_size, int) or self.world_size < 1:
+            raise HabitatTraceError(f"--world-size {self.world_size}: give the number of GPUs (ranks), 1 or more")
+        if self.strategy not in STRATEGIES:
+            raise HabitatTraceError(f"--strategy {self.strategy!r}: choose {' or '.join(STRATEGIES)}")
+        if not (isinstance(self.bucket_mb, (int, float)) and math.isfinite(self.bucket_mb) and self.bucket_mb > 0):
+            raise HabitatTraceError(f"--bucket-mb {self.bucket_mb}: give a positive size in MiB, e.g. "
+                                    f"{DEFAULT_BUCKET_MB:g} (DDP's default)")
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+    def plan(self, deployment: Deployment) -> ScaleOut:
+        """The scale-out with the deployment what-ifs (None fields: the target's usual node)."""
+        return ScaleOut(self.world_size, self.strategy, float(self.bucket_mb), interconnect=deployment.interconnect,
+                        gpus_per_node=deployment.gpus_per_node, nodes=deployment.nodes)
+
+
+@dataclass(frozen=True)
 class Options:
     """The catalog and the options a run is predicted with (module doc)."""
 
@@ -48,17 +78,24 @@ class Options:
     origin: Optional[str | GpuSpec] = None  # --from: the recording GPU, when deviceProperties do not name it
     host: Host = field(default_factory=Host)
     deployment: Deployment = field(default_factory=Deployment)
+    data_parallel: DataParallel = field(default_factory=DataParallel)
+
+    def __post_init__(self) -> None:
+        nodes, world = self.deployment.nodes, self.data_parallel.world_size
+        if self.data_parallel.active and nodes is not None and nodes > world:
+            raise HabitatTraceError(f"--nodes {nodes}: more nodes than --world-size {world} ranks; give at most "
+                                    f"{world}")
 
     @classmethod
     def load(cls, specs: str | Path | None = None, origin: Optional[str] = None, host: Host = Host(),
-             deployment: Deployment = Deployment()) -> "Options":
+             deployment: Deployment = Deployment(), data_parallel: DataParallel = DataParallel()) -> "Options":
         """The packaged catalog with ``specs`` added; ``origin`` is checked against it."""
         if not host.cpu_speed > 0 or not math.isfinite(host.cpu_speed):
             raise HabitatTraceError(f"--cpu-speed {host.cpu_speed}: give a positive ratio, e.g. 1.5")
         catalog = load_catalog(Path(specs) if specs else None)
         if origin:
             catalog.resolve(origin)
-        return cls(catalog, Path(specs).name if specs else None, origin, host, deployment)
+        return cls(catalog, Path(specs).name if specs else None, origin, host, deployment, data_parallel)
 
     def targets(self, to: str | Sequence[str]) -> list[GpuSpec]:
         """``--to`` values (repeated, comma-separated, or ``all``) -> catalog GPUs with the deployment what-ifs, in

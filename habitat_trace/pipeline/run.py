@@ -2,7 +2,9 @@
 trace per rank), the GPU catalog and the options, each rank's origin GPU and host clock, and the origin's own
 replay (cached). ``Run.replay(target)`` predicts every rank's GPU events on the target (scale/) and replays the
 ranks jointly on their host clocks (timeline/joint.replay_ranks: matched collectives end together, launches wait
-for a full queue), so one rank is the same path with nothing to match. Every command, the Python API, the profiler
+for a full queue), so one rank is the same path with nothing to match. With ``--world-size N`` (Options.data_parallel)
+a one-rank run is predicted as one of N data-parallel ranks instead: the communication DDP or FSDP adds laid into
+the trace and replayed with it (timeline/scaleout.py), every rank alike. Every command, the Python API, the profiler
 hook and the analyses go through it; nothing here prints or writes files.
 """
 from __future__ import annotations
@@ -21,9 +23,11 @@ from habitat_trace.pipeline.host import HostClock, host_clock
 from habitat_trace.pipeline.options import Options
 from habitat_trace.scale.engine import predict
 from habitat_trace.scale.gpu import GpuSpec
+from habitat_trace.scale.params import Params, recover
 from habitat_trace.scale.prediction import Prediction
 from habitat_trace.timeline.joint import replay_ranks
 from habitat_trace.timeline.replay import Timeline
+from habitat_trace.timeline.scaleout import ScaledOut, scale_out
 from habitat_trace.timeline.steps import StepFigures, replayed_step_figures
 
 TRACE_GLOBS = ("*.json", "*.json.gz")
@@ -88,6 +92,11 @@ class Rank:
     def input_violations(self) -> dict[str, list[int]]:
         return rules.by_rule(rules.check_events(self.tables.events))
 
+    @cached_property
+    def params(self) -> Params:
+        """The model's parameters (scale/params.py), for a scale-out: recovered once for every target."""
+        return recover(self.tables)
+
 
 @dataclass(frozen=True)
 class Headline:
@@ -106,10 +115,12 @@ class RankReplay:
     prediction: Prediction
     timeline: Timeline
     host: HostClock  # the rank's clock, with the launch-queue delays of this replay
+    scaled_out: Optional[ScaledOut] = None  # --world-size N: the synthesized rank (its tables are what was replayed)
 
     @property
     def tables(self) -> Tables:
-        return self.rank.tables
+        """The tables the timeline and prediction are aligned with: the rank's, or the synthesized rank's."""
+        return self.scaled_out.synthesized.tables if self.scaled_out is not None else self.rank.tables
 
     @property
     def origin(self) -> GpuSpec:
@@ -125,13 +136,15 @@ class RankReplay:
     @cached_property
     def headline(self) -> Headline:
         """Built once. On the origin (same GPU) a trace that carries its measured un-profiled step time is never
-        contradicted: the iteration is max(that, the GPU busy time), source "measured"; otherwise the
-        replay's (figures.iteration_figures), source "predicted"."""
+        contradicted: the iteration is max(that, the GPU busy time), source "measured"; otherwise (and for a
+        scale-out, which the one-GPU measurement does not describe) the replay's (figures.iteration_figures),
+        source "predicted"."""
         from habitat_trace.pipeline.figures import iteration_figures
 
         it, busy = iteration_figures(self.tables, self.timeline)
         measured = self.host.measured_step_ns
-        if measured is not None and self.prediction.facts is None and self.origin == self.target:
+        same = self.prediction.facts is None and self.origin == self.target and self.scaled_out is None
+        if measured is not None and same:
             return Headline(max(measured / 1e6, busy), busy, "measured")
         return Headline(it, busy, "predicted")
 
@@ -162,6 +175,12 @@ class Run:
     def __init__(self, tables: Sequence[Tables], options: Options, source: Optional[Path] = None) -> None:
         if not tables:
             raise TraceFormatError(f"{source}: no traces")
+        world = options.data_parallel.world_size
+        if world > 1 and len(tables) > 1:
+            raise HabitatTraceError(
+                f"{source if source is not None else tables[0].path}: --world-size {world} synthesizes the ranks "
+                f"from a one-GPU trace, but this run has {len(tables)} rank traces already; drop --world-size to "
+                "replay them jointly, or give one one-GPU trace")
         self.options = options
         self.ranks = tuple(Rank(t, options) for t in tables)
         self.source = Path(source) if source is not None else tables[0].path
@@ -198,13 +217,29 @@ class Run:
         return self._baseline
 
     def replay(self, target: Optional[GpuSpec]) -> Replay:
-        """Every rank predicted on ``target`` (None: its own origin GPU) and replayed jointly on its host clock."""
+        """Every rank predicted on ``target`` (None: its own origin GPU) and replayed jointly on its host clock; with
+        ``--world-size N``, the one rank as one of N (``scaled_out``)."""
+        if self.options.data_parallel.active:
+            return self.scaled_out(target)
         preds = [predict(r.tables, r.origin, target if target is not None else r.origin) for r in self.ranks]
         joint = replay_ranks([r.tables for r in self.ranks], preds, [r.clock.clock for r in self.ranks])
         ranks = tuple(RankReplay(r, p, tl, r.clock if c is None or c is r.clock.clock else replace(r.clock, clock=c))
                       for r, p, tl, c in zip(self.ranks, joint.predictions, joint.timelines, joint.clocks))
         warnings = tuple(dict.fromkeys([w for p in preds for w in p.warnings] + list(joint.warnings)))
         return Replay(target, ranks, joint.collectives, joint.passes, warnings)
+
+    def scaled_out(self, target: Optional[GpuSpec]) -> Replay:
+        """The one rank predicted on ``target`` (None: its origin GPU) as one of ``options.data_parallel``'s N ranks,
+        the collectives priced over the target's interconnect (the deployment what-ifs applied); no rank waits for
+        another (every rank runs this step), so the run's collectives table is empty."""
+        r = self.ranks[0]
+        pred = predict(r.tables, r.origin, target if target is not None else r.origin)
+        out = scale_out(r.tables, pred, self.options.data_parallel.plan(self.options.deployment), r.clock.clock,
+                        r.params)
+        host = r.clock if out.clock is r.clock.clock else replace(r.clock, clock=out.clock)
+        rr = RankReplay(r, out.synthesized.prediction, out.timeline, host, out)
+        none = pd.DataFrame(columns=["rank", "row", "key", "collective", "transfer_ns", "wait_ns"])
+        return Replay(target, (rr,), none, 0, out.warnings)
 
 
 def trace_files(path: Path) -> list[Path]:

@@ -3,10 +3,12 @@
 Contract: ``synthesize(tables, prediction, ScaleOut) -> Synthesized``: the tables with the data-parallel
 communication laid in (communication streams, their dependencies, the copies DDP/FSDP add; timeline/commstream.py)
 and the prediction extended to it (the added kernels priced by scale/dataparallel.py; FSDP's optimizer on a 1/N
-shard). ``scale_out(tables, prediction, ScaleOut, clock) -> ScaledOut``: that, replayed per rank (every rank runs
-the same step: no straggler, the same host). One rank is the identity: nothing is added, the prediction and its
-replay are the one-GPU ones. ``prediction`` is the engine's for these tables on the target (pipeline.scale's);
-build the host clock (pipeline.host_clock) on the input tables: the added events are launches the clock ignores.
+shard). ``scale_out(tables, prediction, ScaleOut, clock) -> ScaledOut``: that, replayed per rank as a run of one
+rank is (timeline/joint.replay_ranks: the launch-queue back-pressure included; every rank runs the same step: no
+straggler, the same host). One rank is the identity: nothing is added, the prediction and its replay are the
+one-GPU ones. ``prediction`` is the engine's for these tables on the target; build the host clock
+(pipeline.host_clock) on the input tables: the added events are launches the clock ignores. pipeline.Run.replay
+calls it for ``--world-size N``.
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ from habitat_trace.scale.prediction import (COLLECTIVE_SYNTHESIZED, COPY_SYNTHES
 from habitat_trace.timeline.commstream import add_events
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.intervals import covered, union_length
-from habitat_trace.timeline.replay import Timeline, replay
+from habitat_trace.timeline.joint import replay_ranks
+from habitat_trace.timeline.replay import Timeline
 
 OPTIMIZER_STEP = "Optimizer.step"  # torch.optim's record_function around every optimizer's step()
 # Host time of each added kernel: the same host's un-profiled median of the op that issues it in the real run
@@ -51,10 +54,12 @@ class Synthesized:
 
 @dataclass(frozen=True)
 class ScaledOut:
-    """The per-rank step on N GPUs: ``synthesized`` and its ``timeline`` (every rank alike)."""
+    """The per-rank step on N GPUs: ``synthesized`` and its ``timeline`` (every rank alike), replayed on ``clock``
+    (the host clock with the added kernels' issue and the launch-queue delays)."""
 
     synthesized: Synthesized
     timeline: Timeline
+    clock: CpuClock
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -93,17 +98,17 @@ def synthesize(tables: Any, prediction: Prediction, so: D.ScaleOut, params: Opti
 def scale_out(tables: Any, prediction: Prediction, so: D.ScaleOut, clock: Optional[CpuClock] = None,
               params: Optional[Params] = None) -> ScaledOut:
     """The per-rank step of ``so`` replayed on ``clock`` (the target host's, pipeline.host_clock; None: the recorded
-    CPU times). With ``so.comm_sm_share`` > 0 the compute kernels a collective overlaps are slowed (``contend``)
-    and the step replayed once more."""
+    CPU times), as a run of one rank. With ``so.comm_sm_share`` > 0 the compute kernels a collective overlaps are
+    slowed (``contend``) and the step replayed once more."""
     syn = synthesize(tables, prediction, so, params)
+    clock = clock or CpuClock.identity()
     if so.world_size > 1:
-        at, delay = host_delays(syn, clock or CpuClock.identity())
-        clock = (clock or CpuClock.identity()).delayed(at, delay)
-    timeline = replay(syn.tables, syn.prediction, clock)
+        clock = clock.delayed(*host_delays(syn, clock))
+    joint = replay_ranks([syn.tables], [syn.prediction], [clock])
     if so.world_size > 1 and so.comm_sm_share > 0:
-        syn = replace(syn, prediction=contend(syn, timeline, so.comm_sm_share))
-        timeline = replay(syn.tables, syn.prediction, clock)
-    return ScaledOut(syn, timeline)
+        syn = replace(syn, prediction=contend(syn, joint.timelines[0], so.comm_sm_share))
+        joint = replay_ranks([syn.tables], [syn.prediction], [clock])
+    return ScaledOut(syn, joint.timelines[0], joint.clocks[0] or clock)
 
 
 def host_delays(syn: Synthesized, clock: CpuClock) -> tuple[np.ndarray, np.ndarray]:
