@@ -38,7 +38,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from habitat_trace.analysis.compare import compare  # noqa: E402
-from habitat_trace.ingest import load  # noqa: E402
 from habitat_trace.scale import crossarch  # noqa: E402
 
 TABLES = {"RTX 4090": "4090", "RTX 5090": "5090", "RTX 3090": "rtx3090", "RTX PRO 6000 Blackwell Max-Q": "pro6000maxq"}
@@ -93,7 +92,7 @@ def predict_set(name: str, folder: Path, targets: tuple[str, ...], baseline: boo
     measured = pd.read_csv(folder / "measured.csv")
     rows = []
     for r in measured.itertuples():
-        trace = load(folder / r.trace)
+        trace = folder / r.trace  # a path: compare opens its own run (a loaded Tables is not a Trace)
         table = compare(trace, to=list(targets))
         old = None
         if baseline:
