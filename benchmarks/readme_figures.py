@@ -231,6 +231,18 @@ def _invariance_cells() -> tuple[str, str, str, str]:
     return f"{len(d)} (model, GPU)", f"{_mean_abs(d):.1f}%", f"{max(d):.1f}%", f"{100 * within:.0f}% within 5%"
 
 
+def _train_cells() -> tuple[str, str, str, str]:
+    """compare's iteration time against NVIDIA DeepLearningExamples' published AMP training steps (batch / img/s;
+    benchmarks/results/train_published.csv from benchmarks/crossarch/train_published.py), beside the wave law."""
+    rows = list(csv.DictReader((RESULTS / "train_published.csv").open()))
+    err = [100 * float(r["error"]) for r in rows]
+    old = [100 * float(r["wave_law_error"]) for r in rows]
+    gpus = sorted({r["gpu"].split(" SXM")[0] for r in rows})
+    per = ", ".join(f"{g} {_mean_abs([e for e, r in zip(err, rows) if r['gpu'].startswith(g)]):.1f}" for g in gpus)
+    return (f"{len(rows)} (model, GPU)", f"{_mean_abs(err):.1f}% ({per})", f"{max(map(abs, err)):.1f}%",
+            f"{_mean_abs(old):.1f}% (wave law)")
+
+
 def timm_section() -> str:
     """docs/accuracy.md's timm tables: benchmarks/results/timm_published.md from its first table to the P sweep, its
     headings one level down."""
@@ -279,6 +291,9 @@ ACCURACY_ROWS = [
     AccuracyRow("the same at batch 2048 from an H200 trace", "RTX PRO 6000 Blackwell Max-Q (published)",
                 _timm_cells("H200 (batch 2048)"),
                 f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),
+    AccuracyRow("iteration time across generations, fp16 AMP *training* (ResNet50 v1.5 b256, ResNeXt101-32x4d b128), "
+                "from an H100 trace; held out", "A100, V100 (NVIDIA DeepLearningExamples' tables)", _train_cells,
+                f"[training]({ACC}#mixed-precision-training-across-generations-nvidias-published-tables)"),
     AccuracyRow("origin invariance: one model from an H100 and from an H200 trace, difference of the predictions",
                 "RTX 3090, 4090, 5090", _invariance_cells,
                 f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),
