@@ -45,6 +45,9 @@ from habitat_trace.pipeline import DataParallel, Options, Run, iteration_figures
 ERROR_BAR_SCALEOUT = 0.10
 ERROR_BAR_JOINT = 0.05
 STRATEGIES = ("ddp", "fsdp")
+# A rank whose compute kernels run this much slower than the one GPU's moves the step past ERROR_BAR_SCALEOUT on its
+# own (a compute-bound step waits for it at every collective): the summary names it as a straggler.
+STRAGGLER_FACTOR = 1.0 + ERROR_BAR_SCALEOUT
 
 
 def rows_of(folder: Path) -> list[dict[str, Any]]:
@@ -147,6 +150,16 @@ def summary(df: pd.DataFrame) -> list[str]:
             continue
         within = "" if bar is None else f", within {bar:.0%}: {int((err <= bar).sum())}/{len(err)}"
         lines.append(f"- {what}: mean |error| {err.mean():.1%}, worst {err.max():.1%}{within}")
+    factors = sorted(c for c in df.columns if c.startswith("compute_x_r"))
+    for r in df.itertuples():
+        slow = {c[len("compute_x_"):]: getattr(r, c) for c in factors if getattr(r, c) > STRAGGLER_FACTOR}
+        if slow:
+            ranks = ", ".join(f"{k} {v:.2f}x" for k, v in slow.items())
+            lines.append(f"- straggler, {r.workload} {r.strategy}: compute kernels of {ranks} the one-GPU trace's "
+                         "(the scale-out assumes every rank at 1.00x)")
+    floor = df[df["busy_floor_ms"] > df["measured_ms"]] if "busy_floor_ms" in df else df.iloc[:0]
+    lines += [f"- {r.workload} {r.strategy}: the recorded compute busy time {r.busy_floor_ms:.1f} ms/step exceeds "
+              f"the timed step {r.measured_ms:.1f} ms: the kernels ran slower while profiled" for r in floor.itertuples()]
     failed = df[df["status"] != "ok"]
     lines += [f"- {r.workload} {r.strategy}: {r.status}" for r in failed.itertuples()]
     return lines
