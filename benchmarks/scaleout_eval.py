@@ -177,8 +177,8 @@ def cell(col: str, v: Any) -> str:
 
 def markdown(df: pd.DataFrame, folder: Path) -> str:
     factors = sorted(c for c in df.columns if c.startswith("compute_x_r"))
-    cols = ["workload", "strategy", "world", "measured_1gpu_ms", "measured_ms", "scaleout_ms", "scaleout_err",
-            "joint_ms", "joint_err", "no_change_err", *factors, "busy_floor_ms"]
+    cols = ["workload", "strategy", "world", "measured_1gpu_ms", "replayed_1gpu_ms", "measured_ms", "scaleout_ms",
+            "scaleout_err", "joint_ms", "joint_err", "no_change_err", *factors, "busy_floor_ms"]
     cols = [c for c in cols if c in df.columns]
     head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
     body = "".join("| " + " | ".join(cell(c, v) for c, v in zip(cols, r)) + " |\n"
