@@ -55,7 +55,8 @@ def swap_seq(doc: dict[str, Any], order: list[int]) -> dict[str, Any]:
 def test_a_cross_rank_cycle_stops_with_one_warning_never_overflows(steps: int, gemm_us: list[float],
                                                                    nccl_us: float, data: Any) -> None:
     """Rank 1 issuing the matched collectives in another order is a cycle (no layout ends them together): the
-    replay stops at the horizon with one warning and finite waits; in the same order it settles without one."""
+    replay stops (at the horizon, or after MAX_PASSES where the cycle grows slowly) with one warning and finite
+    waits; in the same order it settles without one."""
     order = data.draw(st.permutations(list(range(steps))))
     docs = [ddp_trace(rank=r, steps=steps, gemm_us=gemm_us[r], nccl_us=nccl_us, nelems=1_000_000) for r in (0, 1)]
     docs[1] = swap_seq(docs[1], order)
@@ -68,4 +69,4 @@ def test_a_cross_rank_cycle_stops_with_one_warning_never_overflows(steps: int, g
     if order == sorted(order):
         assert not stopped and ends_together(replay)
     else:
-        assert len(stopped) == 1 and "\n" not in stopped[0] and replay.passes < MAX_PASSES
+        assert len(stopped) == 1 and "\n" not in stopped[0] and replay.passes <= MAX_PASSES

@@ -177,7 +177,7 @@ class _Pass:
         for a in self.deps.get(r, ()):
             if self.start[a] is not None:
                 lo = max(lo, self.new_end[a] + self.dep_gap[r])
-        end = max(lo + self.dur[r], self.floor.get(r, lo))
+        end = max(lo + self.dur[r], self.floor[r]) if r in self.floor else lo + self.dur[r]
         self.start[r], self.new_end[r] = lo, end
         self.last_start[c], self.last_end[c] = lo, max(self.last_end.get(c, lo), end)
 
