@@ -10,7 +10,15 @@ workload), for every workload and strategy (ddp, fsdp) with N ranks measured:
 
 Writes a markdown table (and a .csv beside it) with, per row: the measured one-GPU and N-rank steps, both
 predictions and their errors, and the baseline of predicting no change from one GPU; a summary line per method
-(mean absolute and worst error) against the issue's bars (ERROR_BAR_SCALEOUT, ERROR_BAR_JOINT).
+(mean absolute and worst error) against the issue's bars (ERROR_BAR_SCALEOUT, ERROR_BAR_JOINT). Two columns say
+what the N-rank traces show about the ranks' GPUs, which the one-GPU scale-out assumes equal to the one GPU:
+- ``compute_x_r<k>``: rank k's compute kernels (all but NCCL) relative to the one-GPU trace's: per kernel name the
+  ratio of median durations, weighted by the name's one-GPU kernel time (1.00: as fast as the one GPU; the slowest
+  rank is the straggler every collective waits for);
+- ``busy_floor_ms``: the largest over the ranks of the recorded compute-kernel busy time per step (mean over the
+  ProfilerSteps): no replay that keeps the recorded kernel durations ends a step sooner, so where it exceeds the
+  measured step the kernels ran slower while profiled than in the timed run, and the joint replay cannot reach it.
+A workload whose evaluation raises is a row with its error in ``status``, not the end of the run.
 """
 from __future__ import annotations
 
@@ -22,10 +30,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from habitat_trace.ingest import classify as K  # noqa: E402
+from habitat_trace.ingest import schema as S  # noqa: E402
 from habitat_trace.ingest.trace import load  # noqa: E402
+from habitat_trace.timeline.steps import step_figures  # noqa: E402
 from habitat_trace.pipeline import DataParallel, Options, Run, iteration_figures  # noqa: E402
 
 # The issue's acceptance bars: scale-out from one GPU within 10% of the measured N-rank step, the joint replay of the
@@ -33,6 +45,9 @@ from habitat_trace.pipeline import DataParallel, Options, Run, iteration_figures
 ERROR_BAR_SCALEOUT = 0.10
 ERROR_BAR_JOINT = 0.05
 STRATEGIES = ("ddp", "fsdp")
+# A rank whose compute kernels run this much slower than the one GPU's moves the step past ERROR_BAR_SCALEOUT on its
+# own (a compute-bound step waits for it at every collective): the summary names it as a straggler.
+STRAGGLER_FACTOR = 1.0 + ERROR_BAR_SCALEOUT
 
 
 def rows_of(folder: Path) -> list[dict[str, Any]]:
@@ -53,11 +68,46 @@ def predicted_scaleout(single: Path, world: int, strategy: str) -> tuple[float, 
     return iteration_figures(alone.tables, alone.timeline)[0], many.ranks[0].headline.iteration_ms, list(many.warnings)
 
 
-def joint(rank_files: list[Path]) -> float:
+def load_ranks(rank_files: list[Path]) -> list[Any]:
+    return sorted((load(p) for p in rank_files), key=lambda t: t.distributed.rank if t.distributed else 0)
+
+
+def joint(traces: list[Any]) -> float:
     """The slowest rank's iteration (ms) of the ranks replayed together on their own GPU (``compare DIR``'s origin)."""
-    traces = sorted((load(p) for p in rank_files), key=lambda t: t.distributed.rank if t.distributed else 0)
     replay = Run(traces, Options.load()).baseline()
     return max(iteration_figures(r.tables, r.timeline)[0] for r in replay.ranks)
+
+
+def compute_kernels(trace: Any) -> pd.DataFrame:
+    g = trace.gpu
+    return g[(g[S.CAT] == S.CAT_KERNEL) & (g[S.KCLASS] != K.NCCL)]
+
+
+def compute_factor(one: Any, rank: Any) -> float:
+    """The rank's compute kernels relative to the one-GPU trace's (module doc: ``compute_x_r<k>``)."""
+    k1, k = compute_kernels(one), compute_kernels(rank)
+    med1, med = k1.groupby(S.NAME)[S.DUR].median(), k.groupby(S.NAME)[S.DUR].median()
+    names = med1.index.intersection(med.index)
+    if not len(names):
+        return float("nan")
+    weight = k1.groupby(S.NAME)[S.DUR].sum()[names]
+    return float((med[names] / med1[names] * weight).sum() / weight.sum())
+
+
+def busy_floor_ms(traces: list[Any]) -> float:
+    """The largest over the ranks of the recorded compute-kernel busy time per ProfilerStep (module doc)."""
+    return max(float(step_figures(t.steps, compute_kernels(t)).table["gpu_busy_ns"].mean()) / 1e6 for t in traces)
+
+
+def evaluate_one(base: Path, mode: str, world: int) -> dict[str, Any]:
+    """Both predictions and the ranks' compute factors for one workload and strategy (extracted under ``base``)."""
+    one_file = base / "single" / "rank0.pt.trace.json.gz"
+    one_pred, pred, warn = predicted_scaleout(one_file, world, mode)
+    traces = load_ranks(sorted((base / mode).glob("rank*.pt.trace.json.gz")))
+    one = load(one_file)
+    factors = {f"compute_x_r{i}": compute_factor(one, t) for i, t in enumerate(traces)}
+    return {"replayed_1gpu_ms": one_pred, "scaleout_ms": pred, "joint_ms": joint(traces),
+            "busy_floor_ms": busy_floor_ms(traces), **factors, "warnings": "; ".join(warn)}
 
 
 def evaluate(folder: Path) -> pd.DataFrame:
@@ -70,15 +120,23 @@ def evaluate(folder: Path) -> pd.DataFrame:
             single = by.get((name, "single"))
             if mode not in STRATEGIES or r["status"] != "ok" or single is None or single["status"] != "ok":
                 continue
-            base = Path(tmp) / name
-            one_pred, pred, warn = predicted_scaleout(base / "single" / "rank0.pt.trace.json.gz", r["world"], mode)
-            jt = joint(sorted((base / mode).glob("rank*.pt.trace.json.gz")))
             meas, meas1 = float(r["slowest_rank_ms"]), float(single["slowest_rank_ms"])
-            out.append({"workload": name, "strategy": mode, "world": r["world"], "device": r["device"],
-                        "measured_1gpu_ms": meas1, "replayed_1gpu_ms": one_pred, "measured_ms": meas,
-                        "scaleout_ms": pred, "scaleout_err": pred / meas - 1, "joint_ms": jt, "joint_err": jt / meas - 1,
-                        "no_change_err": meas1 / meas - 1, "warnings": "; ".join(warn)})
-    return pd.DataFrame(out)
+            row = {"workload": name, "strategy": mode, "world": r["world"], "device": r["device"],
+                   "measured_1gpu_ms": meas1, "measured_ms": meas, "no_change_err": meas1 / meas - 1, "status": "ok"}
+            try:
+                row.update(evaluate_one(Path(tmp) / name, mode, int(r["world"])))
+            except Exception as e:  # one workload's failure is its row, not the end of the evaluation
+                row["status"] = f"error: {type(e).__name__}: {e}"[:300]
+                print(f"{name} {mode}: {row['status']}", file=sys.stderr)
+            out.append(row)
+    df = pd.DataFrame(out)
+    for col in ("scaleout_ms", "joint_ms"):
+        if col not in df:
+            df[col] = np.nan
+    if len(df):
+        df["scaleout_err"] = df["scaleout_ms"] / df["measured_ms"] - 1
+        df["joint_err"] = df["joint_ms"] / df["measured_ms"] - 1
+    return df
 
 
 def summary(df: pd.DataFrame) -> list[str]:
@@ -86,21 +144,45 @@ def summary(df: pd.DataFrame) -> list[str]:
     for col, bar, what in (("scaleout_err", ERROR_BAR_SCALEOUT, "scale-out from one GPU"),
                            ("joint_err", ERROR_BAR_JOINT, "joint replay of the ranks"),
                            ("no_change_err", None, "baseline: the one-GPU step")):
-        err = df[col].abs()
+        err = df[col].abs().dropna()
+        if not len(err):
+            lines.append(f"- {what}: no row evaluated")
+            continue
         within = "" if bar is None else f", within {bar:.0%}: {int((err <= bar).sum())}/{len(err)}"
         lines.append(f"- {what}: mean |error| {err.mean():.1%}, worst {err.max():.1%}{within}")
+    factors = sorted(c for c in df.columns if c.startswith("compute_x_r"))
+    for r in df.itertuples():
+        slow = {c[len("compute_x_"):]: getattr(r, c) for c in factors if getattr(r, c) > STRAGGLER_FACTOR}
+        if slow:
+            ranks = ", ".join(f"{k} {v:.2f}x" for k, v in slow.items())
+            lines.append(f"- straggler, {r.workload} {r.strategy}: compute kernels of {ranks} the one-GPU trace's "
+                         "(the scale-out assumes every rank at 1.00x)")
+    floor = df[df["busy_floor_ms"] > df["measured_ms"]] if "busy_floor_ms" in df else df.iloc[:0]
+    lines += [f"- {r.workload} {r.strategy}: the recorded compute busy time {r.busy_floor_ms:.1f} ms/step exceeds "
+              f"the timed step {r.measured_ms:.1f} ms: the kernels ran slower while profiled" for r in floor.itertuples()]
+    failed = df[df["status"] != "ok"]
+    lines += [f"- {r.workload} {r.strategy}: {r.status}" for r in failed.itertuples()]
     return lines
 
 
+def cell(col: str, v: Any) -> str:
+    if isinstance(v, float) and np.isnan(v):
+        return "-"
+    if col.endswith("_err"):
+        return f"{v:+.1%}"
+    if col.startswith("compute_x"):
+        return f"{v:.2f}"
+    return f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
 def markdown(df: pd.DataFrame, folder: Path) -> str:
-    cols = ["workload", "strategy", "world", "measured_1gpu_ms", "measured_ms", "scaleout_ms", "scaleout_err",
-            "joint_ms", "joint_err", "no_change_err"]
+    factors = sorted(c for c in df.columns if c.startswith("compute_x_r"))
+    cols = ["workload", "strategy", "world", "measured_1gpu_ms", "replayed_1gpu_ms", "measured_ms", "scaleout_ms",
+            "scaleout_err", "joint_ms", "joint_err", "no_change_err", *factors, "busy_floor_ms"]
+    cols = [c for c in cols if c in df.columns]
     head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
-    body = ""
-    for r in df[cols].itertuples(index=False):
-        cells = [f"{v:+.1%}" if c.endswith("_err") else f"{v:.2f}" if isinstance(v, float) else str(v)
-                 for c, v in zip(cols, r)]
-        body += "| " + " | ".join(cells) + " |\n"
+    body = "".join("| " + " | ".join(cell(c, v) for c, v in zip(cols, r)) + " |\n"
+                   for r in df[cols].itertuples(index=False))
     device = df["device"].iat[0] if len(df) else "?"
     return (f"# Scale-out validation: {folder.name} ({device})\n\n{head}{body}\n" + "\n".join(summary(df)) + "\n")
 

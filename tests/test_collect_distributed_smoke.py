@@ -114,16 +114,20 @@ def test_unknown_mode_or_workload_is_refused(tmp_path: Path) -> None:
 
 def test_the_evaluation_table(tmp_path: Path) -> None:
     """scaleout_eval.py on a folder laid out as the collector writes it: the MLP fixture as the one-GPU trace and the
-    public A100 DDP step (rank 0, twice) as the 2-rank traces; plumbing, not accuracy."""
+    public A100 DDP step (rank 0, twice) as the 2-rank traces; plumbing, not accuracy. A workload whose one-GPU
+    trace is not a trace is its row with the error, and the others are still evaluated."""
     folder = tmp_path / "run"
     folder.mkdir()
     rows = [{"workload": "w", "mode": "single", "world": 1, "status": "ok", "slowest_rank_ms": 5.0, "device": "x"},
-            {"workload": "w", "mode": "ddp", "world": 2, "status": "ok", "slowest_rank_ms": 6.0, "device": "x"}]
+            {"workload": "w", "mode": "ddp", "world": 2, "status": "ok", "slowest_rank_ms": 6.0, "device": "x"},
+            {"workload": "v", "mode": "single", "world": 1, "status": "ok", "slowest_rank_ms": 5.0, "device": "x"},
+            {"workload": "v", "mode": "ddp", "world": 2, "status": "ok", "slowest_rank_ms": 6.0, "device": "x"}]
     (folder / "ground_truth.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     with tarfile.open(folder / "w.tar", "w") as tar:
         for member, src in (("w/single/rank0.pt.trace.json.gz", MLP_FIXTURE),
                             ("w/ddp/rank0.pt.trace.json.gz", DATA / "a100_nccl_step5.json.gz"),
-                            ("w/ddp/rank1.pt.trace.json.gz", DATA / "a100_nccl_step5.json.gz")):
+                            ("w/ddp/rank1.pt.trace.json.gz", DATA / "a100_nccl_step5.json.gz"),
+                            ("v/single/rank0.pt.trace.json.gz", DATA / "README.md")):
             data = src.read_bytes()
             info = tarfile.TarInfo(member)
             info.size = len(data)
@@ -134,6 +138,8 @@ def test_the_evaluation_table(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = out.read_text()
     assert "| w | ddp | 2 |" in text and "scale-out from one GPU: mean |error|" in text
+    assert "| v | ddp | 2 |" in text and "- v ddp: error: TraceFormatError" in text
+    assert "compute_x_r0" in text and "busy_floor_ms" in text
     table = out.with_suffix(".csv").read_text().splitlines()
-    assert len(table) == 2 and "scaleout_err" in table[0]
+    assert len(table) == 3 and "scaleout_err" in table[0]
     shutil.rmtree(folder)

@@ -5,10 +5,15 @@ across ranks by (process group, ``Seq``) when every rank's trace records ``Seq``
 the process group (launch order on each rank: NCCL requires every rank of a group to issue its collectives in
 the same order). The transfer of a matched collective is the shortest of its kernel durations over the ranks
 (the rank that joined last waited least; measured: its kernel time; predicted: that time x the collective
-model's ratio). Each rank is laid out by ``schedule`` with its collectives lasting (latest start of the
-collective over the ranks + transfer - its own start); the starts move with those durations, so the layout is
-repeated until no collective's duration changes (each pass settles at least the earliest unsettled collective;
-``MAX_PASSES`` bounds it, and a warning says when it stopped early).
+model's ratio). The end E of a matched collective is the latest start over the ranks + its transfer; each rank
+is laid out by ``schedule`` with its collectives held until E (end_floor), and E is recomputed from those starts
+until no E changes. E is iterated, not the durations: a duration (E - own start) fixed from the previous pass's
+start and applied at this pass's later start ends the collective late by the shift, which pushes the other
+ranks' next collectives, whose waits push this rank's back: on FSDP's 2-rank traces the waits grew ~1000x a pass
+to an int64 overflow. Starts only grow with E, so E grows from below to the least consistent layout (each pass
+settles at least the earliest unsettled collective). A cross-rank cycle (matched collectives in different orders
+on the ranks) has no consistent layout: a collective ending past HORIZON_FACTOR x the ranks' span, or MAX_PASSES,
+stops it with a warning and the last pass's layout.
 
 ``replay_ranks`` adds the launch back-pressure: a launch waits while its stream holds LAUNCH_QUEUE_DEPTH pending
 launches (overhead.queue_delay_ns), and the host carries the delay; each round delays every rank's clock by what
@@ -29,9 +34,12 @@ from habitat_trace.scale.prediction import Prediction
 from habitat_trace.timeline import overhead
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.replay import Timeline, replay
-from habitat_trace.timeline.schedule import schedule
+from habitat_trace.timeline.schedule import NO_FLOOR, schedule
 
 MAX_PASSES = 50  # a step of 50 collectives whose last rank changes every time; more is a warning
+# No consistent layout ends later than running every rank's step one after another (n x the span of one pass
+# without waits); a collective that would end past this many times that is in a cross-rank cycle.
+HORIZON_FACTOR = 4
 # Replays to find the launch back-pressure: each round adds the delays the previous replay shows; three reach the
 # fixed point on the shared traces scaled to a T4 (the slowest catalog target: the most queueing).
 MAX_QUEUE_ROUNDS = 3
@@ -53,7 +61,11 @@ def match(traces: Sequence[Any]) -> pd.DataFrame:
     for rank, t in enumerate(traces):
         f = collective_fields(t)
         f["rank"] = rank
-        f["start"] = t.gpu[S.TS].to_numpy()[f["row"].to_numpy()]
+        rows = f["row"].to_numpy()
+        # launch order (the host's, which NCCL's same-order rule is about); the GPU start where no launch was seen:
+        # collectives on several streams (FSDP's all-gather and reduce-scatter streams) start out of launch order
+        launch, gpu_start = t.gpu[S.LAUNCH_TS].to_numpy()[rows], t.gpu[S.TS].to_numpy()[rows]
+        f["start"] = np.where(launch >= 0, launch, gpu_start)
         parts.append(f)
     f = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     if not len(f):
@@ -87,25 +99,53 @@ def joint_replay(traces: Sequence[Any], predictions: Sequence[Prediction],
     durs = [np.asarray(p.dur_ns, dtype=np.int64).copy() for p in predictions]
     for r, i, t in zip(rank, row, transfer):
         durs[r][i] = t
-    passes, start = 0, np.zeros(len(m), dtype=np.int64)
-    for passes in range(1, MAX_PASSES + 1):
-        starts = [schedule(t, d, c)[0] for t, d, c in zip(traces, durs, cl)]
-        start = np.array([starts[r][i] for r, i in zip(rank, row)], dtype=np.int64)
-        last = pd.Series(start).groupby(key_codes).transform("max").to_numpy()
-        new = last + transfer - start
-        old = np.array([durs[r][i] for r, i in zip(rank, row)], dtype=np.int64)
-        if (new == old).all():
-            break
-        for r, i, d in zip(rank, row, new):
-            durs[r][i] = d
-    else:
-        warnings.append(f"joint replay stopped after {MAX_PASSES} passes before every collective settled")
+    passes, final, note = _settle(traces, durs, cl, rank, row, key_codes, transfer)
+    warnings += [note] if note else []
+    for r, i, d in zip(rank, row, final):
+        durs[r][i] = d
     preds = tuple(replace(p, dur_ns=d) for p, d in zip(predictions, durs))
     timelines = tuple(replay(t, p, c) for t, p, c in zip(traces, preds, cl))
-    final = np.array([durs[r][i] for r, i in zip(rank, row)], dtype=np.int64)
     table = pd.DataFrame({"rank": rank, "row": row, "key": m["key"].to_numpy(), "collective": m["collective"],
                           "transfer_ns": transfer, "wait_ns": final - transfer})
     return JointReplay(preds, timelines, table, passes, tuple(warnings), tuple(cl))
+
+
+def _settle(traces: Sequence[Any], durs: list[np.ndarray], clocks: Sequence[Optional[CpuClock]],
+            rank: np.ndarray, row: np.ndarray, key: np.ndarray,
+            transfer: np.ndarray) -> tuple[int, np.ndarray, Optional[str]]:
+    """(passes, each matched collective's duration, a warning or None): the end times E of the matched collectives
+    iterated from below (module doc). A pass lays every rank out with its collectives held until E (schedule's
+    end_floor) and sets E = the latest start of each collective over the ranks + its transfer; starts only grow
+    with E, so E only grows and the least consistent layout is reached. Matched collectives whose order differs
+    between the ranks (a cycle: no consistent layout) would grow E without end: it stops at HORIZON_FACTOR x the
+    span of the ranks' first pass, or after MAX_PASSES, keeping the last pass's layout."""
+    n = len(traces)
+    floors = [np.full(len(d), NO_FLOOR, dtype=np.int64) for d in durs]
+    held = np.full(len(rank), NO_FLOOR, dtype=np.int64)
+    horizon = None
+    for passes in range(1, MAX_PASSES + 1):
+        starts = [schedule(t, d, c, f)[0] for t, d, c, f in zip(traces, durs, clocks, floors)]
+        start = np.array([starts[r][i] for r, i in zip(rank, row)], dtype=np.int64)
+        # this pass's layout: each collective lasts its transfer or until the floor it was held to
+        final = np.maximum(held, start + transfer) - start
+        ends = pd.Series(start + transfer).groupby(key).transform("max").to_numpy()
+        if (final + start == ends).all():  # every rank's copy of each collective ends at the same time
+            return passes, final, None
+        if horizon is None:  # the span of the first pass: as if no rank waited for another
+            first = min(int(s.min()) for s in starts if len(s))
+            last = max(int((s + d).max()) for s, d in zip(starts, durs) if len(s))
+            horizon = first + HORIZON_FACTOR * n * max(last - first, 1)
+        if int(ends.max()) > horizon:
+            return passes, final, (f"joint replay stopped at pass {passes}: a collective would end past "
+                                   f"{HORIZON_FACTOR} x the {n} ranks' span (matched collectives in different "
+                                   "orders on the ranks?); the last pass's layout is kept")
+        held = np.maximum(held, ends)
+        for f in floors:
+            f[:] = NO_FLOOR
+        for r, i, e in zip(rank, row, held):
+            floors[r][i] = e
+    return MAX_PASSES, final, (f"joint replay stopped after {MAX_PASSES} passes before every collective settled; "
+                               "the collectives' waits are a lower bound")
 
 
 def replay_ranks(traces: Sequence[Any], predictions: Sequence[Prediction],

@@ -91,9 +91,11 @@ def _previous_on_stream(code: np.ndarray, order: np.ndarray) -> np.ndarray:
     return prev
 
 
-def schedule(trace: Any, dur_new: np.ndarray, clock: CpuClock | None = None) -> tuple[np.ndarray, Breaks]:
+def schedule(trace: Any, dur_new: np.ndarray, clock: CpuClock | None = None,
+             end_floor: np.ndarray | None = None) -> tuple[np.ndarray, Breaks]:
     """New start (ns) of every GPU row and the CPU breakpoints (on ``clock``'s time: CpuClock.identity() when
-    None)."""
+    None); ``end_floor``: per GPU row, a new end it cannot end before (a collective held until the last rank has
+    joined, timeline/joint.py; NO_FLOOR where none): the row lasts max(its duration, floor - its new start)."""
     gpu, calls = trace.gpu, trace.calls
     code, codes = links.stream_codes(gpu)
     ts = gpu[S.TS].to_numpy()
@@ -111,7 +113,8 @@ def schedule(trace: Any, dur_new: np.ndarray, clock: CpuClock | None = None) -> 
     launch = gpu[S.LAUNCH].to_numpy()
     lend = np.where(launch >= 0, calls[S.END].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
     dep_gap = np.where((dep_end > np.iinfo(np.int64).min) & ((launch < 0) | (lend <= dep_end)), ts - dep_end, 0)
-    return _run(trace, dur_new, code, order, lat, gap, dep_gap, waits, deps, clock or CpuClock.identity())
+    return _run(trace, dur_new, code, order, lat, gap, dep_gap, waits, deps, clock or CpuClock.identity(),
+                end_floor)
 
 
 def _dependencies(trace: Any, linker: links.Linker) -> dict[int, list[int]]:
@@ -125,16 +128,22 @@ def _dependencies(trace: Any, linker: links.Linker) -> dict[int, list[int]]:
     return deps
 
 
+NO_FLOOR = np.iinfo(np.int64).min  # end_floor's "no floor"
+
+
 class _Pass:
     """State of the one pass: new GPU times so far, per-stream progress, and the CPU breakpoints."""
 
     def __init__(self, trace: Any, dur_new: np.ndarray, code: np.ndarray, lat: np.ndarray, gap: np.ndarray,
-                 dep_gap: np.ndarray, deps: dict[int, list[int]], clock: CpuClock) -> None:
+                 dep_gap: np.ndarray, deps: dict[int, list[int]], clock: CpuClock,
+                 end_floor: np.ndarray | None = None) -> None:
         gpu, calls = trace.gpu, trace.calls
         self.ts, self.end = gpu[S.TS].tolist(), gpu[S.END].tolist()
         self.launch, self.lat, self.gap = gpu[S.LAUNCH].tolist(), lat.tolist(), gap.tolist()
         self.dep_gap, self.deps = dep_gap.tolist(), deps
         self.code, self.dur = code.tolist(), np.asarray(dur_new, dtype=np.int64).tolist()
+        held = np.flatnonzero(end_floor > NO_FLOOR) if end_floor is not None else np.zeros(0, dtype=np.int64)
+        self.floor = dict(zip(held.tolist(), np.asarray(end_floor)[held].tolist())) if len(held) else {}
         self.call_ts0, self.call_end0 = calls[S.TS].tolist(), calls[S.END].tolist()  # origin
         if clock.is_identity:
             self.call_ts, self.call_end = self.call_ts0, self.call_end0
@@ -168,8 +177,9 @@ class _Pass:
         for a in self.deps.get(r, ()):
             if self.start[a] is not None:
                 lo = max(lo, self.new_end[a] + self.dep_gap[r])
-        self.start[r], self.new_end[r] = lo, lo + self.dur[r]
-        self.last_start[c], self.last_end[c] = lo, max(self.last_end.get(c, lo), lo + self.dur[r])
+        end = max(lo + self.dur[r], self.floor[r]) if r in self.floor else lo + self.dur[r]
+        self.start[r], self.new_end[r] = lo, end
+        self.last_start[c], self.last_end[c] = lo, max(self.last_end.get(c, lo), end)
 
     def _advance(self, t: int) -> None:
         """Mark rows whose origin end is <= t as done (what a wait ending at t could have awaited)."""
@@ -217,10 +227,10 @@ class _Pass:
 
 def _run(trace: Any, dur_new: np.ndarray, code: np.ndarray, order: np.ndarray, lat: np.ndarray, gap: np.ndarray,
          dep_gap: np.ndarray, waits: list[links.SyncWait], deps: dict[int, list[int]],
-         clock: CpuClock) -> tuple[np.ndarray, Breaks]:
+         clock: CpuClock, end_floor: np.ndarray | None = None) -> tuple[np.ndarray, Breaks]:
     """GPU rows in origin start order; a wait is applied before the first GPU row that starts after
     it ends (on equal times the GPU row first: the wait may have awaited it)."""
-    run = _Pass(trace, dur_new, code, lat, gap, dep_gap, deps, clock)
+    run = _Pass(trace, dur_new, code, lat, gap, dep_gap, deps, clock, end_floor)
     waits = sorted(waits, key=lambda w: (run.call_end0[w.call], w.call))
     w_i = 0
     for r in order.tolist():
