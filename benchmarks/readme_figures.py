@@ -243,6 +243,15 @@ def _train_cells() -> tuple[str, str, str, str]:
             f"{_mean_abs(old):.1f}% (wave law)")
 
 
+def _scaleout_cells() -> tuple[str, str, str, str]:
+    """The 2-rank step predicted from the one-GPU trace against the measured one (benchmarks/scaleout_eval.py on the
+    2x H100 recording; benchmarks/results/scaleout/h100x2.csv), beside the one-GPU step as the prediction."""
+    rows = [r for r in csv.DictReader((RESULTS / "scaleout" / "h100x2.csv").open()) if r["status"] == "ok"]
+    err = [100 * float(r["scaleout_err"]) for r in rows]
+    return (f"{len(rows)} (workload, DDP/FSDP)", f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%",
+            f"{_mean_abs([100 * float(r['no_change_err']) for r in rows]):.1f}% (one-GPU step)")
+
+
 def timm_section() -> str:
     """docs/accuracy.md's timm tables: benchmarks/results/timm_published.md from its first table to the P sweep, its
     headings one level down."""
@@ -297,6 +306,9 @@ ACCURACY_ROWS = [
     AccuracyRow("origin invariance: one model from an H100 and from an H200 trace, difference of the predictions",
                 "RTX 3090, 4090, 5090", _invariance_cells,
                 f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),
+    AccuracyRow("data-parallel step on 2 GPUs from a one-GPU trace (`--world-size 2`); rank 0's GPU ran its kernels "
+                "1.15-1.95x slower than alone, which no one-GPU trace foresees", "2x H100 SXM (NVLink), 5 workloads",
+                _scaleout_cells, "[scale-out](docs/distributed.md#results-2x-h100-sxm-2026-11-25)"),
     AccuracyRow("step GPU time from an H100, NeuSight's FP32 workloads", "V100, T4, P100, P4 (published)",
                 _neusight_cells("neusight_e2e.csv", ("V100 PCIe 32GB", "T4", "P100 PCIe 16GB", "P4"), "H100"),
                 f"[generations]({ACC}#across-gpu-generations-neusights-workloads)"),
