@@ -11,11 +11,13 @@ step's end, mean over 20 steps after 8 warm-up steps), then a torch.profiler tra
 
 Writes DIR/<model>@<img>.pt.trace.json.gz and DIR/measured.csv (same columns as the shared h100/measured.csv).
 """
-import argparse, csv, gc, os, time
+import argparse, csv, gc, os, sys, time
 
 import torch
 import timm
-from torch.profiler import ProfilerActivity, profile, schedule
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import record_trace  # noqa: E402
 
 
 def record(name: str, img: int, bs: int, out: str, reparam: bool = False) -> dict:
@@ -40,13 +42,7 @@ def record(name: str, img: int, bs: int, out: str, reparam: bool = False) -> dic
             torch.cuda.synchronize()
             times.append((time.perf_counter() - a) * 1e3)
         path = os.path.join(out, f"{name}@{img}.pt.trace.json.gz")
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
-                     schedule=schedule(wait=1, warmup=1, active=2)) as prof:
-            for _ in range(4):
-                step()
-                torch.cuda.synchronize()
-                prof.step()
-        prof.export_chrome_trace(path)
+        record_trace(step, path)
     ts = sorted(times)
     return dict(model=name, img=img, batch=bs, mean_ms=round(sum(times) / len(times), 3),
                 median_ms=round(ts[len(ts) // 2], 3), min_ms=round(ts[0], 3), trace=os.path.basename(path),

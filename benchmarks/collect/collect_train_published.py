@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import gc
-import gzip
 import json
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -28,10 +26,9 @@ from typing import Callable
 
 import torch
 import torchvision
-from torch.profiler import ProfilerActivity, profile, schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import event_times_ms  # noqa: E402
+from timing import event_times_ms, record_trace  # noqa: E402
 
 WARMUP, ITERS = 10, 20
 # DLE configs.yml: AMP static_loss_scale 128; resnet_params momentum 0.875, label_smoothing 0.1; the 2k/4k optimizer
@@ -90,18 +87,8 @@ def record(name: str, out: Path) -> dict:
     torch.cuda.synchronize()
     times = sorted(event_times_ms(step, ITERS))
     median = statistics.median(times)
-    raw = out / f"{name}.pt.trace.json"
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
-                 schedule=schedule(wait=1, warmup=1, active=2)) as prof:
-        for _ in range(4):
-            step()
-            torch.cuda.synchronize()
-            prof.step()
-    prof.export_chrome_trace(str(raw))
     gz = out / f"{name}.pt.trace.json.gz"
-    with open(raw, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
-        shutil.copyfileobj(src, dst)
-    raw.unlink()
+    record_trace(step, str(gz))
     return dict(workload=name, model=builder.__name__, batch=batch, image=224, precision="amp_fp16",
                 memory_format="channels_last", gpu=torch.cuda.get_device_name(), torch=torch.__version__,
                 torchvision=torchvision.__version__, cuda=torch.version.cuda,

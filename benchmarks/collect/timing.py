@@ -17,3 +17,17 @@ def event_times_ms(step: Callable[[], None], n: int) -> list[float]:
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
     return times
+
+
+def record_trace(step: Callable[[], None], path: str) -> None:
+    """The collectors' trace: torch.profiler (CPU + CUDA, record_shapes) over schedule(wait=1, warmup=1, active=2),
+    synchronising after each step, exported to ``path`` (gzipped by torch when it ends in .gz)."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 schedule=schedule(wait=1, warmup=1, active=2)) as prof:
+        for _ in range(4):
+            step()
+            torch.cuda.synchronize()
+            prof.step()
+    prof.export_chrome_trace(path)
