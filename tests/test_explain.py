@@ -67,7 +67,7 @@ def test_explain_shared_trace_ops_shares_sum_to_at_most_one(catalog) -> None:
         assert 0 < sum(r["share"] for r in rows) <= 1.0 + 1e-9
         changes = [abs(r["change_ms"]) for r in rows]
         assert changes == sorted(changes, reverse=True)
-    assert {r["bound"] for r in ops} <= {"memory", "compute"}
+    assert {r["bound"] for r in ops} <= {"memory", "compute", "latency"}  # H100 -> L4: the cross-chip law's three
     linear = next(r for r in ops if r["name"] == "aten::linear")
     assert linear["method"] == "sustained" and linear["target_ms"] > linear["origin_ms"]  # H100 -> L4: other chips
     [step] = e.steps.to_dict(orient="records")
@@ -94,3 +94,20 @@ def test_explain_table_and_unknown_gpu() -> None:
     bad = subprocess.run([sys.executable, "-m", "habitat_trace.cli", "explain", str(MLP_FIXTURE), "--to", "L44"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 4 and bad.stderr.startswith("error: unknown GPU 'L44'")
+
+
+@pytest.mark.parametrize("method, gamma, compute, expected", [
+    ("sustained", 0.05, 0.9, "compute"),    # a tensor-core GEMM at its pipe's rate
+    ("sustained", 0.9, 0.05, "memory"),     # a copy at DRAM bandwidth
+    ("sustained", 0.43, 0.0, "latency"),    # mobilenetv2's inference batch norm on an H100: 57% neither rate explains
+    ("sustained", 0.0, 0.0, "latency"),
+    ("wave", 0.43, 0.0, "compute"),         # within a chip the wave law has no latency part: γ decides
+    ("wave", 0.5, 0.0, "memory"),
+    ("collective-synthesized", 0.0, 0.0, "communication"),
+])
+def test_explain_bound_names_the_cross_chip_laws_largest_part(method, gamma, compute, expected):
+    """Issue 25: across chips `explain` said 'compute' for kernels the law moves with SMs x clock (its latency part);
+    the bound is now the largest share: compute, DRAM or the rest (latency)."""
+    from habitat_trace.analysis.explain import bound
+
+    assert bound(method, gamma, compute) == expected

@@ -25,7 +25,7 @@ from habitat_trace.pipeline import Run
 from habitat_trace.pipeline.host import overhead_ms
 from habitat_trace.pipeline.run import RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
-from habitat_trace.scale.prediction import COLLECTIVE_SYNTHESIZED
+from habitat_trace.scale.prediction import COLLECTIVE_SYNTHESIZED, SUSTAINED
 
 # γ >= this: the kernel's origin time is mostly DRAM traffic (docs/method.md step 4)
 MEMORY_BOUND_GAMMA = 0.5
@@ -99,10 +99,11 @@ def _groups(report: pd.DataFrame, key: str, steps: int, denominator: float, top:
     """Aggregate by ``key``, rank by |change of time|, keep ``top``; time-weighted waves and γ."""
     r = report.assign(**{key: report[key].replace("", NO_OP)})
     w = r["dur_origin_ns"].astype(np.float64).clip(lower=1.0)
-    r = r.assign(_w=w, _wo=r["waves_origin"] * w, _wt=r["waves_target"] * w, _g=r["gamma"] * w)
+    r = r.assign(_w=w, _wo=r["waves_origin"] * w, _wt=r["waves_target"] * w, _g=r["gamma"] * w,
+                 _u=r["flop_share"] * w)
     agg = r.groupby(key, sort=False).agg(
         count=("dur_origin_ns", "size"), origin_ns=("dur_origin_ns", "sum"), target_ns=("dur_target_ns", "sum"),
-        w=("_w", "sum"), wo=("_wo", "sum"), wt=("_wt", "sum"), g=("_g", "sum"))
+        w=("_w", "sum"), wo=("_wo", "sum"), wt=("_wt", "sum"), g=("_g", "sum"), u=("_u", "sum"))
     agg["change_ns"] = agg["target_ns"] - agg["origin_ns"]
     agg = agg.reindex(agg["change_ns"].abs().sort_values(ascending=False, kind="stable").index)
     methods = _main(r, key, "method")
@@ -117,12 +118,26 @@ def _groups(report: pd.DataFrame, key: str, steps: int, denominator: float, top:
             "change_ms": float(a["change_ns"]) / steps / 1e6,
             "ratio": float(a["target_ns"] / a["origin_ns"]) if a["origin_ns"] > 0 else None,
             "waves_origin": float(a["wo"] / a["w"]), "waves_target": float(a["wt"] / a["w"]),
-            "gamma": gamma, "bound": "communication" if methods.get(name) == COLLECTIVE_SYNTHESIZED else
-            "memory" if gamma >= MEMORY_BOUND_GAMMA else "compute",  # a scale-out's collectives have no γ
+            "gamma": gamma, "bound": bound(methods.get(name, ""), gamma, float(a["u"] / a["w"])),
             "method": methods.get(name, ""), "reason": reasons.get(name, ""),
             "share": target_ms / denominator if denominator > 0 else 0.0,
         })
     return out
+
+
+def bound(method: str, gamma: float, compute: float) -> str:
+    """What limits a kernel (group): 'communication' for a scale-out's collectives (no γ); across chips (method
+    'sustained') the largest share of the origin time: its FLOPs at the pipe's sustained rate (``compute``), its DRAM
+    bytes at the achievable bandwidth (γ), or 'latency', the rest 1 - compute - γ that neither throughput explains
+    (scale/crossarch.py moves it with SMs x clock); elsewhere 'memory' where γ >= MEMORY_BOUND_GAMMA, else
+    'compute'. (The law's own latency part, the P-norm rest (1 - u^P - γ^P)^(1/P), is near 1 unless a throughput
+    share is: a label by it would say 'latency' for nearly every kernel.)"""
+    if method == COLLECTIVE_SYNTHESIZED:
+        return "communication"
+    if method == SUSTAINED:
+        latency = max(1.0 - compute - gamma, 0.0)
+        return max((("compute", compute), ("memory", gamma), ("latency", latency)), key=lambda kv: kv[1])[0]
+    return "memory" if gamma >= MEMORY_BOUND_GAMMA else "compute"
 
 
 def _main(r: pd.DataFrame, key: str, column: str) -> dict[str, str]:
