@@ -15,8 +15,11 @@ from hypothesis import strategies as st
 from habitat_trace import pipeline
 from habitat_trace.ingest import load
 from habitat_trace.ingest import schema as S
-from habitat_trace.scale.specs import load_catalog
+from habitat_trace.pipeline import Options, Run
+from habitat_trace.pipeline.figures import iteration_figures
+from habitat_trace.scale.engine import predict
 from habitat_trace.timeline import floors, hostband
+from habitat_trace.timeline.joint import replay_ranks
 from habitat_trace.timeline import overhead as OH
 from habitat_trace.timeline.cpuclock import CpuClock
 from tests.conftest import MLP_FIXTURE, SHARED, TRACES, needs_shared
@@ -150,28 +153,26 @@ def test_removing_overhead_never_makes_the_origin_shorter_than_its_busy_time(sca
     """However much the model removes (``scale``: the hook's calibration factor, here beyond its 1/3..3), the
     origin's iteration is never shorter than what the trace proves nor than its replayed GPU busy time."""
     trace = load(MLP_FIXTURE)
-    origin = pipeline.resolve_origin(trace, load_catalog(), None)
+    origin = pipeline.resolve_origin(trace, OPTIONS)
     est = OH.estimate(trace, one_clock=True, scale=scale)
-    start = int(trace.steps[S.TS].min())
-    hc = pipeline.HostClock(CpuClock.from_knots(*est.knots(0), start), est.per_step_ns, evidence=est.evidence)
-    it, busy, _ = pipeline.headline(pipeline.scale(trace, origin, origin, clock=hc))
+    clock = CpuClock.from_knots(*est.knots(0), int(trace.steps[S.TS].min()))
+    # the replay itself, not the headline (which also holds the central value at the floor: Rank.floor_ms)
+    timeline = replay_ranks([trace], [predict(trace, origin, origin)], [clock]).timelines[0]
+    it, busy = iteration_figures(trace, timeline)
     assert est.floor is not None
     assert it >= busy and it >= float(np.mean(est.floor.step_ns)) / 1e6 - 1e-6
 
 
 # ---------------------------------------------------------------- the issue's cases (../shared)
-def origin_range(path: Path) -> tuple[float, float, float, float]:
-    """(central, low, high, floor) of the origin row in ms, as benchmarks/overhead_eval.ranged computes it."""
-    trace = load(path)
-    origin = pipeline.resolve_origin(trace, load_catalog(), None)
-    hc = pipeline.host_clock(trace)
-    band = hostband.host_band(hc.clock, hc.evidence, hc.measured_step_ns is not None)
+OPTIONS = Options.load()
 
-    def iterate(clock: CpuClock) -> float:
-        return pipeline.headline(pipeline.scale(trace, origin, origin, clock=replace(hc, clock=clock)))[0]
-    central = iterate(hc.clock)
-    floor = float(np.mean(floors.step_floor(trace).step_ns)) / 1e6
-    return (central, *hostband.iteration_range(iterate, band, central, floor), floor)
+
+def origin_range(path: Path) -> tuple[float, float, float, float]:
+    """(central, low, high, floor) of the origin row in ms: compare's first row (pipeline.Run's headline) and what
+    the trace proves (floors), computed apart from the headline's own floor."""
+    head = Run.open(path, OPTIONS).baseline().ranks[0].headline
+    floor = float(np.mean(floors.step_floor(load(path)).step_ns)) / 1e6
+    return head.iteration_ms, head.iteration_low_ms, head.iteration_high_ms, floor
 
 
 def _distance_pct(lo: float, hi: float, a: float, b: float) -> float:
@@ -227,7 +228,7 @@ def shared_traces() -> list[Path]:
 def test_issue28_no_shared_trace_below_its_floor_or_silently_above_60pct(path: Path) -> None:
     try:
         trace = load(path)
-        origin = pipeline.resolve_origin(trace, load_catalog(), None)
+        origin = pipeline.resolve_origin(trace, OPTIONS)
     except Exception as e:  # noqa: BLE001 - a trace the tool refuses has no origin row to check
         pytest.skip(f"not scalable: {type(e).__name__}")
     est = OH.estimate(trace, one_clock=True)
@@ -236,7 +237,10 @@ def test_issue28_no_shared_trace_below_its_floor_or_silently_above_60pct(path: P
     assert est.floor is not None
     span = trace.steps[S.DUR].to_numpy()
     assert (span - est.per_step_ns >= np.minimum(est.floor.host_ns, span)).all()
-    it, busy, _ = pipeline.headline(pipeline.scale(trace, origin, origin))
+    timeline = replay_ranks([trace], [predict(trace, origin, origin)], [pipeline.host_clock(trace).clock]).timelines[0]
+    it, busy = iteration_figures(trace, timeline)  # the replay itself, as above
     assert it >= busy and it >= float(np.mean(est.floor.step_ns)) / 1e6 - 1e-6
+    head = Run([trace], OPTIONS).baseline().ranks[0].headline
+    assert head.iteration_low_ms <= head.iteration_ms <= head.iteration_high_ms
     if (est.per_step_ns > OH.OVERHEAD_WARN_SHARE * span).any():
         assert any("above 60%" in w for w in est.warnings)
