@@ -244,3 +244,56 @@ def test_issue28_no_shared_trace_below_its_floor_or_silently_above_60pct(path: P
     assert head.iteration_low_ms <= head.iteration_ms <= head.iteration_high_ms
     if (est.per_step_ns > OH.OVERHEAD_WARN_SHARE * span).any():
         assert any("above 60%" in w for w in est.warnings)
+
+
+# ---------------------------------------------------------------- the range in every output (one Headline)
+def test_compare_rows_carry_the_iteration_range_around_their_value() -> None:
+    """Issue 28: the origin and every target say where the trace cannot tell: low <= iteration <= high."""
+    from habitat_trace.analysis.compare import compare
+
+    table = compare(MLP_FIXTURE, ["A100", "L4", "H200"])
+    assert (table["iteration_low_ms"] <= table["iteration_ms"] + 1e-9).all()
+    assert (table["iteration_ms"] <= table["iteration_high_ms"] + 1e-9).all()
+    assert set(table["range_source"]) == {"model"}
+    launch_bound = table[table["bound"] == "launch"]
+    assert len(launch_bound) and (launch_bound["iteration_high_ms"] > launch_bound["iteration_low_ms"]).all()
+    kept = compare(MLP_FIXTURE, ["A100"], host=pipeline.Host(keep_profiler_overhead=True))
+    assert set(kept["range_source"]) == {"none"}  # nothing estimated: the recorded host is the host
+    assert (kept["iteration_low_ms"] == kept["iteration_ms"]).all() and (kept["iteration_high_ms"] ==
+                                                                         kept["iteration_ms"]).all()
+
+
+def test_a_measured_step_s_range_is_the_loops_noise(tmp_path: Path) -> None:
+    import gzip
+    import json
+
+    from habitat_trace.analysis.compare import compare
+
+    doc = json.loads(gzip.decompress(MLP_FIXTURE.read_bytes()))
+    doc[S.UNPROFILED_STEP_KEY] = [2_600_000, 2_700_000, 2_650_000]
+    path = tmp_path / "measured.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    origin = compare(path, ["A100"]).iloc[0]
+    assert origin["iteration_source"] == "measured" and origin["range_source"] == "measured"
+    assert origin["iteration_low_ms"] == pytest.approx(2.65 * hostband.MEASURED_FAST)
+    assert origin["iteration_high_ms"] == pytest.approx(2.65 * hostband.MEASURED_SLOW)
+
+
+def test_scale_explain_and_the_written_header_report_compares_range(tmp_path: Path) -> None:
+    """One Headline: scale's report, the written trace's header and explain's steps say what compare says."""
+    import gzip
+    import json
+
+    from habitat_trace.analysis.compare import compare
+    from habitat_trace.cli import main
+
+    row = compare(MLP_FIXTURE, ["L4"]).iloc[1]
+    out = tmp_path / "l4.pt.trace.json.gz"
+    main(["-q", "scale", str(MLP_FIXTURE), "--to", "L4", "-o", str(out), "--format", "json"])
+    header = json.loads(gzip.decompress(out.read_bytes()))["habitat_trace"]["iteration"]
+    want = [row["iteration_ms"], row["iteration_low_ms"], row["iteration_high_ms"], row["range_source"]]
+    assert [header[k] for k in ("iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source")] == want
+    from habitat_trace.analysis.explain import explain
+
+    steps = explain(Run.open(MLP_FIXTURE, OPTIONS), [OPTIONS.catalog.resolve("L4")]).steps.iloc[0]
+    assert [steps[k] for k in ("iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source")] == want
