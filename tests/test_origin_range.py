@@ -297,3 +297,21 @@ def test_scale_explain_and_the_written_header_report_compares_range(tmp_path: Pa
 
     steps = explain(Run.open(MLP_FIXTURE, OPTIONS), [OPTIONS.catalog.resolve("L4")]).steps.iloc[0]
     assert [steps[k] for k in ("iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source")] == want
+
+
+@needs_shared
+def test_issue28_a100_nccl_inspect_and_compare_say_one_thing_and_warn() -> None:
+    """Issue 28: inspect implied a 1.4 ms real step where compare's origin row (and scale) say 41.5 ms; now inspect
+    reports compare's origin row, and every row carries the estimate's warnings."""
+    from habitat_trace.analysis.compare import compare
+    from habitat_trace.analysis.report import summarize
+
+    path = SHARED / "data" / "external-traces" / "a100_nccl.json.gz"
+    table = compare(path, ["H100"])
+    summary = summarize(load(path))
+    origin = table.iloc[0]
+    assert summary["profiler_overhead"]["origin_step_ms"] == origin["iteration_ms"]
+    assert summary["profiler_overhead"]["origin_step_high_ms"] == origin["iteration_high_ms"]
+    for row in table.itertuples():
+        assert any("above 60%" in w for w in row.warnings) and any("extrapolation" in w for w in row.warnings)
+    assert any("above 60%" in w for w in summary["warnings"])

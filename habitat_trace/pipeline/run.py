@@ -296,7 +296,8 @@ class Run:
                                  band_ends=ends, position=i)
                       for i, (r, p, tl, c) in enumerate(zip(self.ranks, joint.predictions, joint.timelines,
                                                             joint.clocks)))
-        warnings = tuple(dict.fromkeys([w for p in preds for w in p.warnings] + list(joint.warnings)))
+        warnings = tuple(dict.fromkeys([w for p in preds for w in p.warnings] + self.host_warnings()
+                                       + list(joint.warnings)))
         return Replay(target, ranks, joint.collectives, joint.passes, warnings)
 
     def scaled_out(self, target: Optional[GpuSpec]) -> Replay:
@@ -316,7 +317,13 @@ class Run:
             return [iteration_figures(o.synthesized.tables, o.timeline)[0]]
         rr = RankReplay(r, out.synthesized.prediction, out.timeline, host, out, BandEnds(iterate, [r.band]))
         none = pd.DataFrame(columns=["rank", "row", "key", "collective", "transfer_ns", "wait_ns"])
-        return Replay(target, (rr,), none, 0, out.warnings)
+        return Replay(target, (rr,), none, 0, tuple(dict.fromkeys(list(out.warnings) + self.host_warnings())))
+
+    def host_warnings(self) -> list[str]:
+        """The profiler-overhead estimate's warnings of every rank's host clock (an extrapolated unit, an estimate
+        above 60% of a step: timeline/overhead.py), so that every row the clock serves says so."""
+        several = len(self.ranks) > 1
+        return [f"rank {r.number}: {w}" if several else w for r in self.ranks for w in r.clock.warnings]
 
 
 def trace_files(path: Path) -> list[Path]:
