@@ -11,11 +11,19 @@
    loop's own measurement noise (hostband.MEASURED_*) and the profiler's cost per runtime call
    (floors.CUPTI_CALL_MAX_NS). Only the calibration runs enter these; every other set below is scored, never fitted.
 3. origin rows: every trace with ground truth in ../shared/data/traces (incl. its no_record_shapes twins) and
-   benchmarks/traces: the origin row compare prints (pipeline.headline, same GPU) and its range, judged against
-   the measured loop (median_ms, steady_wall_ms: accuracy.judged_error), per recording option.
+   benchmarks/traces: the origin row compare prints (pipeline.Run's headline, same GPU) and its range, judged
+   against the measured loop (median_ms, steady_wall_ms: accuracy.judged_error), per recording option (record_shapes,
+   with_stack, the hook's measured step), launch-bound rows apart.
 4. pairs: accuracy.py's pairs of both sets: each target's iteration and range, on the origin's host and
    host-matched (--cpu-speed from the two traces' u, as accuracy.py), judged the same way.
 Writes eval.txt's figures to stdout and origin_rows.csv, pairs_range.csv and range.md into --out.
+
+Held-out sets, scored and never fitted (``--heldout DIR``, repeatable: a ground_truth.csv of collect/heldout.py runs
+merged by collect/summarize.py; ``--dist DIR``: collect_distributed.py's ground_truth.jsonl, whose 'single' rows
+are one-GPU steps timed without the profiler, beside the tars' <workload>/single/rank0 traces extracted under DIR
+or ``--dist-traces``): their origin rows as recorded (with the hook's measured step where the trace carries one)
+and as plain traces (the measurement stripped), and their pairs where a set has several settings of a workload;
+into origin_rows_heldout.csv, pairs_range_heldout.csv and range_heldout.md.
 """
 from __future__ import annotations
 
@@ -23,7 +31,6 @@ import argparse
 import csv
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +41,7 @@ from habitat_trace.ingest import load
 from habitat_trace.scale.specs import load_catalog
 from habitat_trace.timeline import floors, hostband
 from habitat_trace.timeline import overhead as OH
+from habitat_trace.timeline.steps import step_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/profiler_overhead"
@@ -172,22 +180,16 @@ def report_band(rows: list[dict]) -> None:
 
 
 # ---------------------------------------------------------------- origin rows and pairs with ground truth
-def ranged(trace: object, origin: object, target: object, host: pipeline.Host) -> tuple[float, float, float]:
-    """(central, low, high) iteration ms on ``target`` on the host clock and its band (hostband.iteration_range),
-    the origin never below what the trace proves (floors)."""
-    hc = pipeline.host_clock(trace, host)
-    band = hostband.host_band(hc.clock, hc.evidence, hc.measured_step_ns is not None)
-
-    def iterate(clock: object) -> float:
-        return pipeline.headline(pipeline.scale(trace, origin, target, host, clock=replace(hc, clock=clock)))[0]
-    central = iterate(hc.clock)
-    floor = float(np.mean(floors.step_floor(trace).step_ns)) / 1e6 if origin == target else 0.0
-    lo, hi = hostband.iteration_range(iterate, band, central, floor)
-    return central, lo, hi
+def ranged(catalog: object, trace: object, origin: object, target: object, host: pipeline.Host
+           ) -> tuple[float, float, float, str]:
+    """(central, low, high, range_source) of the iteration ms on ``target``: compare's row (pipeline.Run's
+    headline: the host band's replays, the origin never below what the trace proves)."""
+    h = A.replayed(catalog, trace, origin, target, host).headline
+    return h.iteration_ms, h.iteration_low_ms, h.iteration_high_ms, h.range_source
 
 
 def judged(row: dict, value: float, lo: float, hi: float, m: dict) -> None:
-    med, steady = float(m["median_ms"]), float(m["steady_wall_ms"])
+    med, steady = float(m["median_ms"]), float(m.get("steady_wall_ms") or m["median_ms"])
     row.update(measured_median_ms=med, measured_steady_ms=steady, error_pct=A.judged_error(value, med, steady),
                low_ms=lo, high_ms=hi, inside=max(lo, min(med, steady)) <= min(hi, max(med, steady)),
                launch_bound=float(m["trace_kernel_ms"]) < A.LAUNCH_BOUND_KERNEL_SHARE * (med + steady) / 2)
@@ -208,20 +210,52 @@ def traces_with_truth() -> list[tuple[str, Path, dict, str]]:
     return out
 
 
+def recording(trace: object, evidence: OH.Evidence) -> str:
+    """The recording option a trace shows: record_shapes or not, + with_stack, + the hook's measured step."""
+    out = "record_shapes" if evidence.record_shapes else "no_record_shapes"
+    out += "+with_stack" if evidence.with_stack else ""
+    return out + ("+hook" if pipeline.measured_step_ns(trace) is not None else "")
+
+
+def origin_row(catalog: object, label: str, trace: object, r: dict) -> dict:
+    """One origin row (compare's first row) judged against the measured loop ``r`` (ground_truth columns)."""
+    origin = catalog.for_device(trace.device_name)  # type: ignore[attr-defined]
+    central, lo, hi, source = ranged(catalog, trace, origin, origin, pipeline.Host())
+    est = OH.estimate(trace, one_clock=True)
+    span = trace.steps["dur_ns"].to_numpy()  # type: ignore[attr-defined]
+    row = dict(set=label, option=recording(trace, est.evidence), trace=r["trace"], origin=origin.name,
+               profiled_ms=float(span.mean()) / 1e6, iteration_ms=central, range_source=source,
+               busy_floor_ms=float(np.mean(est.floor.busy_ns)) / 1e6 if est.floor is not None else 0.0,
+               overhead_share=float(np.max(est.per_step_ns / span)), u_ns=est.evidence.unit_ns,
+               launch_us=est.evidence.launch_ns / 1e3, warnings=len(est.warnings))
+    judged(row, central, lo, hi, r)
+    return row
+
+
 def origin_rows() -> list[dict]:
     catalog = load_catalog(A.SM_SPECS)
+    return [origin_row(catalog, label, load(folder / r["trace"]), r) for label, folder, r, _ in traces_with_truth()]
+
+
+def heldout_origin_rows(folders: list[Path], dist: list[tuple[Path, Path]]) -> list[dict]:
+    """The held-out sets' origin rows, each trace as recorded and as a plain trace (the hook's measured step
+    stripped, accuracy.load_for); a dist 'single' row's loop is its one median (no steady wall time)."""
+    catalog = load_catalog(A.SM_SPECS)
     rows = []
-    for label, folder, r, option in traces_with_truth():
-        trace = load(folder / r["trace"])
-        origin = catalog.for_device(trace.device_name)
-        central, lo, hi = ranged(trace, origin, origin, pipeline.Host())
-        est = OH.estimate(trace, one_clock=True)
-        row = dict(set=label, option=option, trace=r["trace"], origin=origin.name,
-                   profiled_ms=float(trace.steps["dur_ns"].mean()) / 1e6, iteration_ms=central,
-                   overhead_share=float(np.max(est.per_step_ns / trace.steps["dur_ns"].to_numpy())),
-                   u_ns=est.evidence.unit_ns, launch_us=est.evidence.launch_ns / 1e3, warnings=len(est.warnings))
-        judged(row, central, lo, hi, r)
-        rows.append(row)
+    for folder in folders:
+        for r in csv.DictReader((folder / "ground_truth.csv").open()):
+            for label in (f"{folder.name}:heldout", f"{folder.name}:heldout-plain"):
+                rows.append(origin_row(catalog, label, A.load_for(label, folder / r["trace"]), r))
+    for jsonl, traces in dist:
+        for rec in map(json.loads, jsonl.read_text().splitlines()):
+            if rec.get("mode") != "single" or rec.get("status") != "ok":
+                continue
+            path = traces / rec["workload"] / "single" / "rank0.pt.trace.json.gz"
+            trace = load(path)
+            busy = step_figures(trace.steps, trace.gpu).mean_ms("gpu_busy_ns")
+            r = dict(trace=str(path.relative_to(traces)), median_ms=rec["slowest_rank_ms"],
+                     steady_wall_ms=rec["slowest_rank_ms"], trace_kernel_ms=busy)
+            rows.append(origin_row(catalog, f"{jsonl.parent.name}:heldout-plain", trace, r))
     return rows
 
 
@@ -240,7 +274,8 @@ def pair_rows(heldout: Path | None = None) -> list[dict]:
             for matched in (False, True):
                 if matched and speed == 1.0:
                     continue
-                central, lo, hi = ranged(trace, origin, target, pipeline.Host(cpu_speed=speed if matched else 1.0))
+                central, lo, hi, _ = ranged(catalog, trace, origin, target,
+                                            pipeline.Host(cpu_speed=speed if matched else 1.0))
                 row = dict(set=label, category=category, workload=o["workload"], origin=origin.name,
                            target=target.name, host="matched" if matched else "origin", iteration_ms=central)
                 judged(row, central, lo, hi, m)
@@ -257,13 +292,21 @@ def _stats(rows: list[dict]) -> str:
 
 
 def summary(origins: list[dict], pairs: list[dict]) -> str:
-    out = ["| origin rows | traces | mean abs error | median | measured inside range |", "|---|---:|---:|---:|---:|"]
-    for label in ("shared", "collected"):
-        for option in ("record_shapes", "no_record_shapes"):
-            sel = [r for r in origins if r["set"] == label and r["option"] == option]
-            lb = [r for r in sel if r["launch_bound"]]
-            if sel:
-                out += [f"| {label}, {option} | {_stats(sel)} |", f"| {label}, {option}, launch-bound | {_stats(lb)} |"]
+    out = []
+    if origins:
+        out += ["| origin rows | traces | mean abs error | median | measured inside range |", "|---|---:|---:|---:|---:|"]
+        labels = list(dict.fromkeys(r["set"] for r in origins))
+        for label in labels + (["pooled"] if len(labels) > 1 else []):
+            mine = [r for r in origins if label in ("pooled", r["set"])]
+            for option in [None, *dict.fromkeys(r["option"] for r in mine)]:
+                sel = [r for r in mine if option is None or r["option"] == option]
+                name = f"{label}, {option or 'all'}"
+                for bound, rows in (("", sel), (", launch-bound", [r for r in sel if r["launch_bound"]]),
+                                    (", GPU-bound", [r for r in sel if not r["launch_bound"]])):
+                    if rows:
+                        out.append(f"| {name}{bound} | {_stats(rows)} |")
+    if not pairs:
+        return "\n".join(out) + "\n"
     out += ["", "| pairs (target iteration) | pairs | mean abs error | median | measured inside range |",
             "|---|---:|---:|---:|---:|"]
     for host in ("origin", "matched"):  # matched: every pair, at the target host's speed where the hosts differ
@@ -327,15 +370,25 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=RESULTS, help="folder for origin_rows.csv, pairs_range.csv, range.md")
     ap.add_argument("--no-pairs", action="store_true", help="skip the target pairs (the slow part)")
-    ap.add_argument("--heldout", type=Path, help="score only the held-out pairs in this folder (collect/heldout.py "
-                    "traces + ground_truth.csv) into pairs_range_heldout.csv and range_heldout.md")
+    ap.add_argument("--heldout", type=Path, action="append", default=[],
+                    help="score only held-out sets (repeatable): a folder of collect/heldout.py traces with the "
+                    "ground_truth.csv collect/summarize.py merged; origin rows and pairs into *_heldout.csv and "
+                    "range_heldout.md")
+    ap.add_argument("--dist", type=Path, action="append", default=[],
+                    help="held out too (repeatable): collect_distributed.py's folder (ground_truth.jsonl); its "
+                    "'single' rows' traces under --dist-traces (default: DIR-x) as <workload>/single/rank0...")
+    ap.add_argument("--dist-traces", type=Path, action="append", default=[])
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
-    if a.heldout:
-        pairs = pair_rows(a.heldout)
-        md = "\n".join(f"## {label}\n\n" + summary([], [r for r in pairs if r["set"] == label])
-                       for label in ("heldout", "heldout-plain"))
+    if a.heldout or a.dist:
+        extracted = a.dist_traces or [d.parent / f"{d.name}-x" for d in a.dist]
+        origins = heldout_origin_rows(a.heldout, [(d / "ground_truth.jsonl", x) for d, x in zip(a.dist, extracted)])
+        pairs = [r for h in a.heldout for r in pair_rows(h)]
+        md = summary(origins, [])
+        for label in dict.fromkeys(r["set"] for r in pairs):
+            md += f"\n## pairs, {label}\n\n" + summary([], [r for r in pairs if r["set"] == label])
         print(md)
+        write(a.out, "origin_rows_heldout.csv", origins)
         write(a.out, "pairs_range_heldout.csv", pairs)
         (a.out / "range_heldout.md").write_text(md)
         return 0

@@ -178,6 +178,23 @@ def _iteration_cells(key: str, same_host: bool, launch_bound: bool = False,
     return cells
 
 
+def _origin_cells(name: str, launch_bound: bool = True, plain: bool = True) -> Callable[[], tuple[str, str, str, str]]:
+    """compare's first row against the real loop (benchmarks/overhead_eval.py's ``name`` in
+    results/profiler_overhead): launch-bound rows (``launch_bound``), traces without the hook's measured step
+    (``plain``); the share whose measured loop lies inside the stated range; baseline: the profiled step."""
+    def cells() -> tuple[str, str, str, str]:
+        rows = [r for r in csv.DictReader((RESULTS / "profiler_overhead" / name).open())
+                if (r["launch_bound"] == "True") == launch_bound and ("+hook" not in r["option"]) == plain]
+        err = [float(r["error_pct"]) for r in rows]
+        judged = _accuracy_module().judged_error
+        base = [judged(float(r["profiled_ms"]), float(r["measured_median_ms"]), float(r["measured_steady_ms"]))
+                for r in rows]
+        inside = sum(r["inside"] == "True" for r in rows) / len(rows)
+        return (f"{len(rows)} traces, {100 * inside:.0f}% inside its range", f"{_mean_abs(err):.1f}%",
+                f"{max(map(abs, err)):.1f}%", f"{_mean_abs(base):.1f}% (profiled step)")
+    return cells
+
+
 def _neusight_cells(path: str, gpus: tuple[str, ...] | None, origin: str | None = None
                     ) -> Callable[[], tuple[str, str, str, str]]:
     """Drift-free step GPU time across architectures (benchmarks/neusight_e2e.py, neusight_amd.py) beside
@@ -277,6 +294,8 @@ ACCURACY_ROWS = [
                 f"[iteration]({ACC}#iteration-time)"),
     AccuracyRow("the same, launch-bound pairs only", "H100 SXM, H200",
                 _iteration_cells("host_matched_iteration_error_pct", False, True), f"[iteration]({ACC}#iteration-time)"),
+    AccuracyRow("origin row (`compare`'s first row): the real loop from a plain trace, launch-bound", "H100 SXM, H200",
+                _origin_cells("origin_rows.csv"), f"[origin row]({ACC}#the-origin-row-and-its-range)"),
     AccuracyRow("speed-up between two settings, target host's speed given", "H100 SXM, H200",
                 _iteration_cells("host_matched_speedup_error_pct", False), f"[iteration]({ACC}#iteration-time)"),
     AccuracyRow("held out (6 new workloads incl. HF Llama, T5, a decode loop, timm; 132 → 80/40 SMs): step GPU time",
@@ -288,6 +307,9 @@ ACCURACY_ROWS = [
     AccuracyRow("held out: the same, trace recorded with `habitat_trace.schedule`", "H100 SXM, H200",
                 _iteration_cells("iteration_error_pct", True, source=lambda: heldout_rows("heldout")),
                 f"[held out]({ACC}#held-out-re-measurement)"),
+    AccuracyRow("held out (6 more workloads, one-GPU steps of the DDP runs; 2026-11-25): the origin row, launch-bound, "
+                "plain trace", "H100 SXM", _origin_cells("origin_rows_heldout.csv"),
+                f"[origin row]({ACC}#the-origin-row-and-its-range)"),
     AccuracyRow("held out: iteration time, any pair, target host's speed given, plain trace", "H100 SXM, H200",
                 _iteration_cells("host_matched_iteration_error_pct", False, source=lambda: heldout_rows("heldout-plain")),
                 f"[held out]({ACC}#held-out-re-measurement)"),

@@ -15,8 +15,11 @@ from hypothesis import strategies as st
 from habitat_trace import pipeline
 from habitat_trace.ingest import load
 from habitat_trace.ingest import schema as S
-from habitat_trace.scale.specs import load_catalog
+from habitat_trace.pipeline import Options, Run
+from habitat_trace.pipeline.figures import iteration_figures
+from habitat_trace.scale.engine import predict
 from habitat_trace.timeline import floors, hostband
+from habitat_trace.timeline.joint import replay_ranks
 from habitat_trace.timeline import overhead as OH
 from habitat_trace.timeline.cpuclock import CpuClock
 from tests.conftest import MLP_FIXTURE, SHARED, TRACES, needs_shared
@@ -150,28 +153,26 @@ def test_removing_overhead_never_makes_the_origin_shorter_than_its_busy_time(sca
     """However much the model removes (``scale``: the hook's calibration factor, here beyond its 1/3..3), the
     origin's iteration is never shorter than what the trace proves nor than its replayed GPU busy time."""
     trace = load(MLP_FIXTURE)
-    origin = pipeline.resolve_origin(trace, load_catalog(), None)
+    origin = pipeline.resolve_origin(trace, OPTIONS)
     est = OH.estimate(trace, one_clock=True, scale=scale)
-    start = int(trace.steps[S.TS].min())
-    hc = pipeline.HostClock(CpuClock.from_knots(*est.knots(0), start), est.per_step_ns, evidence=est.evidence)
-    it, busy, _ = pipeline.headline(pipeline.scale(trace, origin, origin, clock=hc))
+    clock = CpuClock.from_knots(*est.knots(0), int(trace.steps[S.TS].min()))
+    # the replay itself, not the headline (which also holds the central value at the floor: Rank.floor_ms)
+    timeline = replay_ranks([trace], [predict(trace, origin, origin)], [clock]).timelines[0]
+    it, busy = iteration_figures(trace, timeline)
     assert est.floor is not None
     assert it >= busy and it >= float(np.mean(est.floor.step_ns)) / 1e6 - 1e-6
 
 
 # ---------------------------------------------------------------- the issue's cases (../shared)
-def origin_range(path: Path) -> tuple[float, float, float, float]:
-    """(central, low, high, floor) of the origin row in ms, as benchmarks/overhead_eval.ranged computes it."""
-    trace = load(path)
-    origin = pipeline.resolve_origin(trace, load_catalog(), None)
-    hc = pipeline.host_clock(trace)
-    band = hostband.host_band(hc.clock, hc.evidence, hc.measured_step_ns is not None)
+OPTIONS = Options.load()
 
-    def iterate(clock: CpuClock) -> float:
-        return pipeline.headline(pipeline.scale(trace, origin, origin, clock=replace(hc, clock=clock)))[0]
-    central = iterate(hc.clock)
-    floor = float(np.mean(floors.step_floor(trace).step_ns)) / 1e6
-    return (central, *hostband.iteration_range(iterate, band, central, floor), floor)
+
+def origin_range(path: Path) -> tuple[float, float, float, float]:
+    """(central, low, high, floor) of the origin row in ms: compare's first row (pipeline.Run's headline) and what
+    the trace proves (floors), computed apart from the headline's own floor."""
+    head = Run.open(path, OPTIONS).baseline().ranks[0].headline
+    floor = float(np.mean(floors.step_floor(load(path)).step_ns)) / 1e6
+    return head.iteration_ms, head.iteration_low_ms, head.iteration_high_ms, floor
 
 
 def _distance_pct(lo: float, hi: float, a: float, b: float) -> float:
@@ -227,7 +228,7 @@ def shared_traces() -> list[Path]:
 def test_issue28_no_shared_trace_below_its_floor_or_silently_above_60pct(path: Path) -> None:
     try:
         trace = load(path)
-        origin = pipeline.resolve_origin(trace, load_catalog(), None)
+        origin = pipeline.resolve_origin(trace, OPTIONS)
     except Exception as e:  # noqa: BLE001 - a trace the tool refuses has no origin row to check
         pytest.skip(f"not scalable: {type(e).__name__}")
     est = OH.estimate(trace, one_clock=True)
@@ -236,7 +237,81 @@ def test_issue28_no_shared_trace_below_its_floor_or_silently_above_60pct(path: P
     assert est.floor is not None
     span = trace.steps[S.DUR].to_numpy()
     assert (span - est.per_step_ns >= np.minimum(est.floor.host_ns, span)).all()
-    it, busy, _ = pipeline.headline(pipeline.scale(trace, origin, origin))
+    timeline = replay_ranks([trace], [predict(trace, origin, origin)], [pipeline.host_clock(trace).clock]).timelines[0]
+    it, busy = iteration_figures(trace, timeline)  # the replay itself, as above
     assert it >= busy and it >= float(np.mean(est.floor.step_ns)) / 1e6 - 1e-6
+    head = Run([trace], OPTIONS).baseline().ranks[0].headline
+    assert head.iteration_low_ms <= head.iteration_ms <= head.iteration_high_ms
     if (est.per_step_ns > OH.OVERHEAD_WARN_SHARE * span).any():
         assert any("above 60%" in w for w in est.warnings)
+
+
+# ---------------------------------------------------------------- the range in every output (one Headline)
+def test_compare_rows_carry_the_iteration_range_around_their_value() -> None:
+    """Issue 28: the origin and every target say where the trace cannot tell: low <= iteration <= high."""
+    from habitat_trace.analysis.compare import compare
+
+    table = compare(MLP_FIXTURE, ["A100", "L4", "H200"])
+    assert (table["iteration_low_ms"] <= table["iteration_ms"] + 1e-9).all()
+    assert (table["iteration_ms"] <= table["iteration_high_ms"] + 1e-9).all()
+    assert set(table["range_source"]) == {"model"}
+    launch_bound = table[table["bound"] == "launch"]
+    assert len(launch_bound) and (launch_bound["iteration_high_ms"] > launch_bound["iteration_low_ms"]).all()
+    kept = compare(MLP_FIXTURE, ["A100"], host=pipeline.Host(keep_profiler_overhead=True))
+    assert set(kept["range_source"]) == {"none"}  # nothing estimated: the recorded host is the host
+    assert (kept["iteration_low_ms"] == kept["iteration_ms"]).all() and (kept["iteration_high_ms"] ==
+                                                                         kept["iteration_ms"]).all()
+
+
+def test_a_measured_step_s_range_is_the_loops_noise(tmp_path: Path) -> None:
+    import gzip
+    import json
+
+    from habitat_trace.analysis.compare import compare
+
+    doc = json.loads(gzip.decompress(MLP_FIXTURE.read_bytes()))
+    doc[S.UNPROFILED_STEP_KEY] = [2_600_000, 2_700_000, 2_650_000]
+    path = tmp_path / "measured.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    origin = compare(path, ["A100"]).iloc[0]
+    assert origin["iteration_source"] == "measured" and origin["range_source"] == "measured"
+    assert origin["iteration_low_ms"] == pytest.approx(2.65 * hostband.MEASURED_FAST)
+    assert origin["iteration_high_ms"] == pytest.approx(2.65 * hostband.MEASURED_SLOW)
+
+
+def test_scale_explain_and_the_written_header_report_compares_range(tmp_path: Path) -> None:
+    """One Headline: scale's report, the written trace's header and explain's steps say what compare says."""
+    import gzip
+    import json
+
+    from habitat_trace.analysis.compare import compare
+    from habitat_trace.cli import main
+
+    row = compare(MLP_FIXTURE, ["L4"]).iloc[1]
+    out = tmp_path / "l4.pt.trace.json.gz"
+    main(["-q", "scale", str(MLP_FIXTURE), "--to", "L4", "-o", str(out), "--format", "json"])
+    header = json.loads(gzip.decompress(out.read_bytes()))["habitat_trace"]["iteration"]
+    want = [row["iteration_ms"], row["iteration_low_ms"], row["iteration_high_ms"], row["range_source"]]
+    assert [header[k] for k in ("iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source")] == want
+    from habitat_trace.analysis.explain import explain
+
+    steps = explain(Run.open(MLP_FIXTURE, OPTIONS), [OPTIONS.catalog.resolve("L4")]).steps.iloc[0]
+    assert [steps[k] for k in ("iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source")] == want
+
+
+@needs_shared
+def test_issue28_a100_nccl_inspect_and_compare_say_one_thing_and_warn() -> None:
+    """Issue 28: inspect implied a 1.4 ms real step where compare's origin row (and scale) say 41.5 ms; now inspect
+    reports compare's origin row, and every row carries the estimate's warnings."""
+    from habitat_trace.analysis.compare import compare
+    from habitat_trace.analysis.report import summarize
+
+    path = SHARED / "data" / "external-traces" / "a100_nccl.json.gz"
+    table = compare(path, ["H100"])
+    summary = summarize(load(path))
+    origin = table.iloc[0]
+    assert summary["profiler_overhead"]["origin_step_ms"] == origin["iteration_ms"]
+    assert summary["profiler_overhead"]["origin_step_high_ms"] == origin["iteration_high_ms"]
+    for row in table.itertuples():
+        assert any("above 60%" in w for w in row.warnings) and any("extrapolation" in w for w in row.warnings)
+    assert any("above 60%" in w for w in summary["warnings"])

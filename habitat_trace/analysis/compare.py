@@ -12,6 +12,11 @@ Definitions (README, "Which GPU should I rent?"):
   until the GPU's pace sets the period. Without ProfilerSteps the whole trace is one step (replayed GPU span). On
   the origin row, a trace that carries its measured un-profiled step time (habitat_trace.schedule) reports
   max(that, the GPU busy time) instead (``iteration_source`` "measured").
+- ``iteration_low_ms``..``iteration_high_ms``: what the trace cannot tell, the host's pace without the profiler
+  (timeline/hostband.py): the same replay on the fastest and slowest host clocks the trace is consistent with,
+  never below what the trace proves on the origin (timeline/floors.py); ``range_source`` says what the band rests
+  on ("model": the overhead model's measured error; "measured": the loop's noise around the step the trace
+  carries; "none": the profiler's overhead kept, a point). A GPU-bound row's range is (nearly) a point.
 - ``bound``: "launch" when the GPU is busy less than ``LAUNCH_BOUND_BUSY`` of the iteration, else "gpu".
 - ``usd_per_1k_iterations`` = usd_per_hour x GPUs (one per rank) x iteration_ms x 1000 / 3.6e6.
 - memory: see habitat_trace/analysis/memory.py (recorded peak or estimate, margin rule); the largest rank's.
@@ -37,7 +42,7 @@ from habitat_trace.pipeline.run import RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import METHODS
 
-COLUMNS = ("gpu", "origin", "iteration_ms", "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source",
+COLUMNS = ("gpu", "origin", "iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source", "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source",
            "usd_per_1k_iterations", "peak_memory_gib", "memory_source", "fits_memory", "method_share",
            "iteration_source", "profiler_overhead_ms", "ranks", "slowest_rank", "transfer_ms", "wait_ms", "warnings")
 SCALEOUT_COLUMNS = ("world_size", "strategy", "collectives", "comm_ms", "exposed_comm_ms")  # only with --world-size
@@ -99,7 +104,9 @@ def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
     transfer, wait = collective_split(replay, replay.ranks.index(slow))
     gpus = run.options.data_parallel.world_size if slow.scaled_out is not None else len(run.ranks)
     return {**communication(slow, run.options.data_parallel),
-        "gpu": gpu.name, "origin": replay.target is None, "iteration_ms": head.iteration_ms, "gpu_busy_ms": head.gpu_busy_ms,
+        "gpu": gpu.name, "origin": replay.target is None, "iteration_ms": head.iteration_ms,
+        "iteration_low_ms": head.iteration_low_ms, "iteration_high_ms": head.iteration_high_ms,
+        "range_source": head.range_source, "gpu_busy_ms": head.gpu_busy_ms,
         "speedup": float("nan"), "bound": "launch" if head.gpu_busy_ms < LAUNCH_BOUND_BUSY * head.iteration_ms
         else "gpu",
         "usd_per_hour": usd, "price_source": price_source,

@@ -3,7 +3,8 @@
 Pure: built from ``analysis.kernels.kernel_report`` (the engine's own per-kernel facts) and the replayed timelines,
 one prediction and joint replay of the run per GPU (pipeline.Run.replay). Three tables, a row per target (and
 rank), so one target and several read the same way:
-- ``steps``: per rank, the step on the origin and on the target: iteration, GPU busy, GPU idle (the launch-bound
+- ``steps``: per rank, the step on the origin and on the target: iteration and its range (pipeline.run.Headline:
+  ``*iteration_low_ms``..``*iteration_high_ms``, ``range_source``), GPU busy, GPU idle (the launch-bound
   gap), its matched collectives' transfer and wait for the other ranks (several ranks only), the profiler
   overhead removed;
 - ``ops`` (by top-level op) and ``kernels``: of the rank that sets the step on the target (the slowest), the
@@ -65,7 +66,11 @@ def step_rows(before: Replay, after: Replay) -> list[dict[str, Any]]:
         rows.append({
             "origin": b.origin.name, "target": a.target.name,
             "rank": None if len(after.ranks) == 1 else a.rank.number, "steps": max(len(a.tables.steps), 1),
-            "origin_iteration_ms": it0, "iteration_ms": it1, "origin_gpu_busy_ms": busy0, "gpu_busy_ms": busy1,
+            "origin_iteration_ms": it0, "iteration_ms": it1,
+            "origin_iteration_low_ms": b.headline.iteration_low_ms,
+            "origin_iteration_high_ms": b.headline.iteration_high_ms,
+            "iteration_low_ms": a.headline.iteration_low_ms, "iteration_high_ms": a.headline.iteration_high_ms,
+            "range_source": a.headline.range_source, "origin_gpu_busy_ms": busy0, "gpu_busy_ms": busy1,
             "origin_gpu_idle_ms": it0 - busy0, "gpu_idle_ms": it1 - busy1,
             "origin_idle_share": _ratio(it0 - busy0, it0), "idle_share": _ratio(it1 - busy1, it1),
             "origin_transfer_ms": tr0, "transfer_ms": tr1, "origin_wait_ms": wait0, "wait_ms": wait1,

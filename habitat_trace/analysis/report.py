@@ -24,6 +24,7 @@ def summarize(trace: Tables, top: int = 10) -> dict[str, Any]:
     """Origin GPU, trace format, per-step figures, kernels by class, top kernels, field coverage."""
     gpu = trace.gpu
     cov = coverage(trace)
+    overhead = profiler_overhead(trace)
     return {
         "file": str(trace.path),
         "prediction": prediction(trace),
@@ -38,8 +39,8 @@ def summarize(trace: Tables, top: int = 10) -> dict[str, Any]:
             "top": top_kernels(gpu, top),
         },
         "coverage": cov,
-        "profiler_overhead": profiler_overhead(trace),
-        "warnings": warnings(trace, cov),
+        "profiler_overhead": overhead,
+        "warnings": warnings(trace, cov) + [f"profiler overhead: {w}" for w in overhead["warnings"]],
     }
 
 
@@ -87,14 +88,15 @@ def steps(trace: Tables) -> dict[str, Any]:
 
 def profiler_overhead(trace: Tables) -> dict[str, Any]:
     """The profiler's own host overhead per step (timeline/overhead.py) and what the estimate rests on; the
-    measured un-profiled step when the trace carries one (habitat_trace.schedule)."""
+    measured un-profiled step when the trace carries one (habitat_trace.schedule); and the origin's real step
+    that compare's first row reports, with its range (origin_step()), so inspect and compare say one thing."""
     from habitat_trace.pipeline import measured_step_ns
     from habitat_trace.timeline import overhead
 
     est = overhead.estimate(trace, one_clock=True)
     ev = est.evidence
     measured = measured_step_ns(trace)
-    return {
+    return {**origin_step(trace),
         "per_step_ms": [float(v) / NS_PER_MS for v in est.per_step_ns],
         "mean_ms": float(np.mean(est.per_step_ns)) / NS_PER_MS if len(est.per_step_ns) else 0.0,
         "record_shapes": ev.record_shapes, "with_stack": ev.with_stack, "profile_memory": ev.profile_memory,
@@ -102,6 +104,22 @@ def profiler_overhead(trace: Tables) -> dict[str, Any]:
         "measured_unprofiled_step_ms": None if measured is None else measured / NS_PER_MS,
         "warnings": list(est.warnings),
     }
+
+
+def origin_step(trace: Tables) -> dict[str, Any]:
+    """compare's origin row (pipeline.Run's headline on the origin GPU): ``origin_step_ms`` and its range
+    (``origin_step_low_ms``, ``origin_step_high_ms``, ``range_source``); nulls when the origin GPU is not in the
+    catalog (compare would need --from) or the trace has no GPU events to replay."""
+    from habitat_trace.errors import HabitatTraceError
+    from habitat_trace.pipeline import Options, Run
+
+    try:
+        h = Run([trace], Options.load()).baseline().ranks[0].headline
+    except HabitatTraceError:
+        return {"origin_step_ms": None, "origin_step_low_ms": None, "origin_step_high_ms": None,
+                "range_source": None}
+    return {"origin_step_ms": h.iteration_ms, "origin_step_low_ms": h.iteration_low_ms,
+            "origin_step_high_ms": h.iteration_high_ms, "range_source": h.range_source}
 
 
 def by_class(gpu: pd.DataFrame) -> list[dict[str, Any]]:

@@ -170,9 +170,13 @@ def output_row(base: Any, rr: Any, written: Path, single: bool) -> dict[str, Any
     """The report's row for one written trace (``base``: the rank on its origin; ``rr``: on the target)."""
     from habitat_trace.pipeline.document import method_counts
 
-    it0, it = base.headline.iteration_ms, rr.headline.iteration_ms
+    h0, h = base.headline, rr.headline
+    it0, it = h0.iteration_ms, h.iteration_ms
     return {"trace": rr.tables.path.name, "rank": None if single else rr.rank.number, "origin": rr.origin.name,
-            "target": rr.target.name, "origin_iteration_ms": it0, "iteration_ms": it,
+            "target": rr.target.name, "origin_iteration_ms": it0, "origin_iteration_low_ms": h0.iteration_low_ms,
+            "origin_iteration_high_ms": h0.iteration_high_ms, "iteration_ms": it,
+            "iteration_low_ms": h.iteration_low_ms, "iteration_high_ms": h.iteration_high_ms,
+            "range_source": h.range_source,
             "speedup": it0 / it if it > 0 else None, "gpu_busy_ms": rr.headline.gpu_busy_ms,
             "methods": method_counts(rr.prediction), "warnings": list(rr.prediction.warnings),
             "output": "stdout" if str(written) == "-" else str(written), "error": None}

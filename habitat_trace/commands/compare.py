@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from habitat_trace.commands.render import Column, Report, Table
+from habitat_trace.commands.render import Column, Report, Table, range_cell
 from habitat_trace.pipeline import Options
 
 
@@ -19,6 +19,7 @@ def _methods(share: dict[str, float]) -> str:
 SHOWN = (
     Column("gpu", "GPU", of=lambda r: r["gpu"] + (" (origin)" if r["origin"] else ""), text=True),
     Column("iteration_ms", "iteration ms", ".2f", short="iter ms"),
+    Column("iteration_low_ms", "range ms", short="range", of=range_cell, drop=1),
     Column("gpu_busy_ms", "GPU busy ms", ".2f", short="busy ms"),
     Column("speedup", "speed-up", lambda v: f"{v:.2f}x"),
     Column("bound", "bound", text=True),
@@ -27,11 +28,11 @@ SHOWN = (
     Column("wait_ms", "wait on ranks ms", ".2f", short="wait ms", optional=True),
     Column("comm_ms", "comm ms", ".2f", optional=True),  # --world-size N: the synthesized collectives
     Column("exposed_comm_ms", "exposed comm ms", ".2f", short="exposed ms", optional=True),
-    Column("usd_per_hour", "$/h", ".3f", drop=1),
+    Column("usd_per_hour", "$/h", ".3f", drop=2),
     Column("usd_per_1k_iterations", "$ / 1k it", ".4f", short="$/1k it"),
     Column("peak_memory_gib", "peak GiB", ".1f", short="GiB", missing="?"),
     Column("fits_memory", "fits", lambda v: "yes" if v else "no", missing="?", text=True),
-    Column("method_share", "methods (share of GPU time)", _methods, text=True, drop=2),
+    Column("method_share", "methods (share of GPU time)", _methods, text=True, drop=3),
 )
 
 

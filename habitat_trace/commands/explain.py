@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from habitat_trace.commands.render import Column, Report, Table
+from habitat_trace.commands.render import Column, Report, Table, range_cell
 from habitat_trace.pipeline import Options
 
 NAME_WIDTH = 70
@@ -26,11 +26,18 @@ def _pair(key: str, spec: str) -> Callable[[dict[str, Any]], Optional[str]]:
     return cell
 
 
+def _range_pair(r: dict[str, Any]) -> Optional[str]:
+    """origin -> target of the iteration's range (render.range_cell; "-" for a point); null when both are points."""
+    a, b = range_cell(r, "origin_iteration"), range_cell(r, "iteration")
+    return None if a is None and b is None else f"{a or '-'} -> {b or '-'}"
+
+
 def _step_columns(several: bool) -> tuple[Column, ...]:
     target = (Column("target", "GPU", text=True),) if several else ()
     return target + (
         Column("rank", "rank", "d", optional=True),
         Column("iteration_ms", "iteration ms", of=_pair("iteration_ms", ".2f"), short="iter ms"),
+        Column("iteration_low_ms", "iteration range ms", of=_range_pair, short="range", drop=3),
         Column("gpu_busy_ms", "GPU busy ms", of=_pair("gpu_busy_ms", ".2f"), short="busy ms"),
         Column("gpu_idle_ms", "GPU idle ms", of=_pair("gpu_idle_ms", ".2f"), short="idle ms"),
         Column("idle_share", "idle share", of=_pair("idle_share", ".0%"), short="idle", drop=1),

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from habitat_trace.commands.render import Column, Report, Table
+from habitat_trace.commands.render import Column, Report, Table, range_cell
 
 RANK = Column("rank", "rank", "d", optional=True)
 FILE = Column("file", "file", text=True, optional=True)
@@ -36,6 +36,8 @@ TOP = (FILE, RANK, Column("name", "kernel", text=True), Column("count", "count",
 FIELDS = ("launch_params", "registers", "launch_call", "op", "input_dims", "step")
 COVERAGE = (FILE, RANK, Column("kernels", "kernels", "d"), *(Column(f, f.replace("_", " "), ".1%") for f in FIELDS))
 OVERHEAD = (FILE, RANK, Column("mean_ms", "estimated ms per step", ".2f", short="est. ms"),
+            Column("origin_step_ms", "origin step ms", ".2f", short="step ms", missing="?"),
+            Column("origin_step_low_ms", "range ms", of=lambda r: range_cell(r, "origin_step"), short="range"),
             Column("measured_unprofiled_step_ms", "measured un-profiled step ms", ".2f", short="measured ms",
                    optional=True),
             Column("host_unit_ns", "host unit ns", ".0f", drop=1))
@@ -59,7 +61,8 @@ def report(path: Path, top: int = 10) -> Report:
     summaries.sort(key=lambda s: (s[1] is None, s[1] or 0, s[0] or ""))
     return Report(tuple(_tables(summaries)), notes=(
         "profiler overhead: the profiler's own host time per step, removed from every prediction (docs/method.md, "
-        "step 10); the real loop's step is about the CPU ms minus it",),
+        "step 10); origin step: the real loop's step without it, as compare's first row reports it (never below "
+        "what the trace proves; range: the host's pace the trace cannot tell)",),
         warnings=tuple(f"{name}: {w}" if name else w for name, _, s in summaries for w in s["warnings"]))
 
 

@@ -71,6 +71,15 @@ class Report:
     warnings: tuple[str, ...] = ()  # travel with the result: stderr lines, and "warnings" in a JSON object
 
 
+def range_cell(row: dict[str, Any], key: str = "iteration") -> Optional[str]:
+    """A figure's range as "low-high" (ms, 2 decimals) from ``<key>_low_ms`` and ``<key>_high_ms`` (pipeline.run.
+    Headline: what the trace cannot tell); null, shown as the column's ``missing``, when it is a point."""
+    lo, hi = plain(row.get(f"{key}_low_ms")), plain(row.get(f"{key}_high_ms"))
+    if lo is None or hi is None or f"{lo:.2f}" == f"{hi:.2f}":
+        return None
+    return f"{lo:.2f}-{hi:.2f}"
+
+
 def check_format(fmt: str) -> str:
     if fmt not in FORMATS:
         raise HabitatTraceError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from habitat_trace.commands.render import Column, Report, Table, to_json
+from habitat_trace.commands.render import Column, Report, Table, range_cell, to_json
 from habitat_trace.errors import HabitatTraceError, OutputError
 from habitat_trace.pipeline import Options
 from habitat_trace.pipeline.document import output_name
@@ -25,11 +25,14 @@ from habitat_trace.pipeline.run import REPORT_NAME
 from habitat_trace.scale.gpu import GpuSpec
 
 STDOUT = "-"
-ROW_COLUMNS = ("trace", "rank", "origin", "target", "origin_iteration_ms", "iteration_ms", "speedup",
+ROW_COLUMNS = ("trace", "rank", "origin", "target", "origin_iteration_ms", "origin_iteration_low_ms",
+               "origin_iteration_high_ms", "iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source",
+               "speedup",
                "gpu_busy_ms", "methods", "warnings", "output", "error")
 SHOWN = (Column("trace", "trace", text=True), Column("rank", "rank", "d", optional=True),
          Column("target", "target", text=True), Column("origin_iteration_ms", "origin it. ms", ".2f", short="orig ms"),
          Column("iteration_ms", "target it. ms", ".2f", short="target ms"),
+         Column("iteration_low_ms", "target range ms", short="range", of=range_cell, drop=4),
          Column("speedup", "speed-up", lambda v: f"{v:.2f}x"), Column("output", "wrote", text=True, drop=2),
          Column("warnings", "warnings", lambda v: "; ".join(v), text=True, drop=3, optional=True),
          Column("error", "error", text=True, optional=True))

@@ -92,12 +92,21 @@ def output_name(trace: Path, target: GpuSpec) -> str:
 def header_info(rr: RankReplay, extra: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """What the ``habitat_trace`` header says beyond the prediction: the input by file name only (an absolute path
     leaks the user's directories when the output is shared), the --specs file's name, the host, ``extra``, and for
-    ``--world-size N`` the scale-out (``scale_out_record``)."""
+    ``--world-size N`` the scale-out (``scale_out_record``), and the step it predicts (``iteration_record``)."""
     out = {"input": rr.tables.path.name, "specs_file": rr.rank.options.specs_file, **dict(extra or {}),
-           **host_record(rr.host)}
+           **host_record(rr.host), "iteration": iteration_record(rr)}
     if rr.scaled_out is not None:
         out["scale_out"] = scale_out_record(rr)
     return out
+
+
+def iteration_record(rr: RankReplay) -> dict[str, Any]:
+    """The headline the output's step stands for (compare's row of this target): the iteration, its range and what
+    the range rests on (pipeline.run.Headline)."""
+    h = rr.headline
+    return {"iteration_ms": h.iteration_ms, "iteration_low_ms": h.iteration_low_ms,
+            "iteration_high_ms": h.iteration_high_ms, "range_source": h.range_source, "source": h.source,
+            "gpu_busy_ms": h.gpu_busy_ms}
 
 
 def scale_out_record(rr: RankReplay) -> dict[str, Any]:

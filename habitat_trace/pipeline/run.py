@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
+import numpy as np
 import pandas as pd
 
 from habitat_trace.errors import HabitatTraceError, SpecError, TraceFormatError
@@ -25,6 +26,8 @@ from habitat_trace.scale.engine import predict
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.params import Params, recover
 from habitat_trace.scale.prediction import Prediction
+from habitat_trace.timeline import floors, hostband
+from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.joint import replay_ranks
 from habitat_trace.timeline.replay import Timeline
 from habitat_trace.timeline.scaleout import ScaledOut, scale_out
@@ -89,6 +92,21 @@ class Rank:
         return host_clock(self.tables, self.options.host)
 
     @cached_property
+    def band(self) -> hostband.HostBand:
+        """The fastest and slowest host clocks the trace is consistent with (timeline/hostband.py): the range of
+        every iteration this rank reports."""
+        hc = self.clock
+        return hostband.host_band(hc.clock, hc.evidence, hc.measured_step_ns is not None)
+
+    @cached_property
+    def floor_ms(self) -> float:
+        """What the trace proves of its origin step (timeline/floors.py: busiest stream, calls, syncs), mean over
+        the ProfilerSteps in ms; 0 without steps."""
+        if not len(self.tables.steps):
+            return 0.0
+        return float(np.mean(floors.step_floor(self.tables).step_ns)) / 1e6
+
+    @cached_property
     def input_violations(self) -> dict[str, list[int]]:
         return rules.by_rule(rules.check_events(self.tables.events))
 
@@ -100,11 +118,40 @@ class Rank:
 
 @dataclass(frozen=True)
 class Headline:
-    """The figures compare, explain and scale lead with, per step (pipeline.figures)."""
+    """The figures compare, explain and scale lead with, per step (pipeline.figures), and the range of the
+    iteration the trace leaves open: the host's pace without the profiler (timeline/hostband.py)."""
 
     iteration_ms: float
     gpu_busy_ms: float
     source: str  # "predicted", or "measured": the origin's un-profiled step the trace carries
+    iteration_low_ms: float
+    iteration_high_ms: float
+    range_source: str  # RANGE_SOURCES: what the range rests on
+
+
+# What a Headline's range rests on: the overhead model's measured error ("model", hostband.PACE_*), the noise of the
+# measured loop a hook-recorded trace carries ("measured", hostband.MEASURED_*), nothing to estimate ("none": the
+# profiler's overhead kept or removed before, so the trace's host is the host).
+RANGE_SOURCES = ("model", "measured", "none")
+
+
+class BandEnds:
+    """Each rank's iteration (ms) replayed on its host band's fast and on its slow clock (Rank.band), every rank
+    jointly as in the central replay; replayed on first use (``scale`` writing traces never asks), once."""
+
+    def __init__(self, iterate: Callable[[Sequence[CpuClock]], list[float]],
+                 bands: Sequence[hostband.HostBand]) -> None:
+        self._iterate = iterate
+        self._bands = tuple(bands)
+        self._ends: Optional[list[tuple[float, float]]] = None
+
+    def of(self, position: int) -> tuple[float, float]:
+        """(on the fast clocks, on the slow clocks) of the rank at ``position``."""
+        if self._ends is None:
+            fast = self._iterate([b.fast for b in self._bands])
+            slow = self._iterate([b.slow for b in self._bands])
+            self._ends = list(zip(fast, slow))
+        return self._ends[position]
 
 
 @dataclass(frozen=True)
@@ -116,6 +163,8 @@ class RankReplay:
     timeline: Timeline
     host: HostClock  # the rank's clock, with the launch-queue delays of this replay
     scaled_out: Optional[ScaledOut] = None  # --world-size N: the synthesized rank (its tables are what was replayed)
+    band_ends: Optional[BandEnds] = None  # the replays on the rank's band (None: a point range)
+    position: int = 0  # the rank's place in band_ends
 
     @property
     def tables(self) -> Tables:
@@ -136,17 +185,30 @@ class RankReplay:
     @cached_property
     def headline(self) -> Headline:
         """Built once. On the origin (same GPU) a trace that carries its measured un-profiled step time is never
-        contradicted: the iteration is max(that, the GPU busy time), source "measured"; otherwise (and for a
-        scale-out, which the one-GPU measurement does not describe) the replay's (figures.iteration_figures),
-        source "predicted"."""
+        contradicted: the iteration is max(that, the GPU busy time), source "measured", its range the loop's
+        measurement noise (hostband.value_range); otherwise (and for a scale-out, which the one-GPU measurement
+        does not describe) the replay's (figures.iteration_figures), source "predicted", its range the replays on
+        the band's fast and slow host clocks (hostband.ends_range). On the origin neither the iteration nor its
+        range is below what the trace proves (Rank.floor_ms). Not the central replay's GPU busy time: a faster host
+        lets streams overlap more (gnmt on an H200: 27.5 ms busy on the band's fast clock, 32.4 central)."""
         from habitat_trace.pipeline.figures import iteration_figures
 
         it, busy = iteration_figures(self.tables, self.timeline)
         measured = self.host.measured_step_ns
         same = self.prediction.facts is None and self.origin == self.target and self.scaled_out is None
+        floor = self.rank.floor_ms if same else 0.0
+        band = self.rank.band
+        source = "none" if band.is_point or self.band_ends is None else band.source
         if measured is not None and same:
-            return Headline(max(measured / 1e6, busy), busy, "measured")
-        return Headline(it, busy, "predicted")
+            central = max(measured / 1e6, busy)
+            lo, hi = hostband.value_range(central, band, floor) if source != "none" else (central, central)
+            return Headline(central, busy, "measured", lo, hi, source)
+        central = max(it, floor)
+        if source == "none" or self.band_ends is None:
+            return Headline(central, busy, "predicted", central, central, "none")
+        fast, slow = self.band_ends.of(self.position)
+        lo, hi = hostband.ends_range(fast, slow, central, floor)
+        return Headline(central, busy, "predicted", lo, hi, source)
 
 
 @dataclass(frozen=True)
@@ -221,25 +283,47 @@ class Run:
         ``--world-size N``, the one rank as one of N (``scaled_out``)."""
         if self.options.data_parallel.active:
             return self.scaled_out(target)
+        from habitat_trace.pipeline.figures import iteration_figures
+
         preds = [predict(r.tables, r.origin, target if target is not None else r.origin) for r in self.ranks]
-        joint = replay_ranks([r.tables for r in self.ranks], preds, [r.clock.clock for r in self.ranks])
-        ranks = tuple(RankReplay(r, p, tl, r.clock if c is None or c is r.clock.clock else replace(r.clock, clock=c))
-                      for r, p, tl, c in zip(self.ranks, joint.predictions, joint.timelines, joint.clocks))
-        warnings = tuple(dict.fromkeys([w for p in preds for w in p.warnings] + list(joint.warnings)))
+        tables = [r.tables for r in self.ranks]
+        joint = replay_ranks(tables, preds, [r.clock.clock for r in self.ranks])
+
+        def iterate(clocks: Sequence[CpuClock]) -> list[float]:
+            return [iteration_figures(t, tl)[0] for t, tl in zip(tables, replay_ranks(tables, preds, clocks).timelines)]
+        ends = BandEnds(iterate, [r.band for r in self.ranks])
+        ranks = tuple(RankReplay(r, p, tl, r.clock if c is None or c is r.clock.clock else replace(r.clock, clock=c),
+                                 band_ends=ends, position=i)
+                      for i, (r, p, tl, c) in enumerate(zip(self.ranks, joint.predictions, joint.timelines,
+                                                            joint.clocks)))
+        warnings = tuple(dict.fromkeys([w for p in preds for w in p.warnings] + self.host_warnings()
+                                       + list(joint.warnings)))
         return Replay(target, ranks, joint.collectives, joint.passes, warnings)
 
     def scaled_out(self, target: Optional[GpuSpec]) -> Replay:
         """The one rank predicted on ``target`` (None: its origin GPU) as one of ``options.data_parallel``'s N ranks,
         the collectives priced over the target's interconnect (the deployment what-ifs applied); no rank waits for
         another (every rank runs this step), so the run's collectives table is empty."""
+        from habitat_trace.pipeline.figures import iteration_figures
+
         r = self.ranks[0]
         pred = predict(r.tables, r.origin, target if target is not None else r.origin)
-        out = scale_out(r.tables, pred, self.options.data_parallel.plan(self.options.deployment), r.clock.clock,
-                        r.params)
+        plan = self.options.data_parallel.plan(self.options.deployment)
+        out = scale_out(r.tables, pred, plan, r.clock.clock, r.params)
         host = r.clock if out.clock is r.clock.clock else replace(r.clock, clock=out.clock)
-        rr = RankReplay(r, out.synthesized.prediction, out.timeline, host, out)
+
+        def iterate(clocks: Sequence[CpuClock]) -> list[float]:
+            o = scale_out(r.tables, pred, plan, clocks[0], r.params)
+            return [iteration_figures(o.synthesized.tables, o.timeline)[0]]
+        rr = RankReplay(r, out.synthesized.prediction, out.timeline, host, out, BandEnds(iterate, [r.band]))
         none = pd.DataFrame(columns=["rank", "row", "key", "collective", "transfer_ns", "wait_ns"])
-        return Replay(target, (rr,), none, 0, out.warnings)
+        return Replay(target, (rr,), none, 0, tuple(dict.fromkeys(list(out.warnings) + self.host_warnings())))
+
+    def host_warnings(self) -> list[str]:
+        """The profiler-overhead estimate's warnings of every rank's host clock (an extrapolated unit, an estimate
+        above 60% of a step: timeline/overhead.py), so that every row the clock serves says so."""
+        several = len(self.ranks) > 1
+        return [f"rank {r.number}: {w}" if several else w for r in self.ranks for w in r.clock.warnings]
 
 
 def trace_files(path: Path) -> list[Path]:

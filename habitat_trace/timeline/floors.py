@@ -23,7 +23,7 @@ import pandas as pd
 
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.classify import NCCL
-from habitat_trace.timeline.intervals import union_length
+from habitat_trace.timeline.intervals import covered_before, merged, union_length
 
 # The most CUPTI's callbacks can add to one runtime call. Profiling CUDA activity alone (variant e of
 # benchmarks/results/profiler_overhead, 24 workload x host runs) changed the host's issue time by 0.6 +- 1.3 us per
@@ -66,33 +66,7 @@ def call_segments(calls: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     ts = calls[S.TS].to_numpy(dtype=np.int64)
     own = np.maximum(calls[S.DUR].to_numpy(dtype=np.int64) - CUPTI_CALL_MAX_NS, 0)
     keep = ~blocking & (own > 0)
-    return merge(ts[keep], ts[keep] + own[keep])
-
-
-def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of [start, end) intervals as disjoint sorted segments."""
-    if not len(start):
-        return start.astype(np.int64), end.astype(np.int64)
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > reach[:-1]
-    last = np.append(np.flatnonzero(new)[1:] - 1, len(s) - 1)
-    return s[new].astype(np.int64), reach[last].astype(np.int64)
-
-
-def covered_before(seg_start: np.ndarray, seg_end: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Length of the segments' union before each time ``t`` (int64, non-decreasing in t)."""
-    t = np.asarray(t, dtype=np.int64)
-    if not len(seg_start):
-        return np.zeros(t.shape, dtype=np.int64)
-    length = seg_end - seg_start
-    before = np.concatenate(([0], np.cumsum(length)))  # covered before segment j starts
-    j = np.searchsorted(seg_start, t, side="right") - 1
-    inside = np.clip(t - seg_start[np.maximum(j, 0)], 0, length[np.maximum(j, 0)])
-    return np.where(j >= 0, before[np.maximum(j, 0)] + inside, 0)
+    return merged(ts[keep], ts[keep] + own[keep])
 
 
 def _calls_in(seg: tuple[np.ndarray, np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -64,8 +64,13 @@ def iteration_range(iterate: Callable[[CpuClock], float], band: HostBand, centra
     whenever that is not below the floor: a replay is monotone in its host's times up to back-pressure rounding."""
     if band.is_point:
         return max(central, floor), max(central, floor)
-    lo, hi = iterate(band.fast), iterate(band.slow)
-    return max(min(lo, hi, central), floor), max(lo, hi, central, floor)
+    return ends_range(iterate(band.fast), iterate(band.slow), central, floor)
+
+
+def ends_range(fast: float, slow: float, central: float, floor: float = 0.0) -> tuple[float, float]:
+    """(low, high) from a replay's values on the band's fast and slow clocks (iteration_range's rule, for callers
+    that replayed the band's clocks themselves, e.g. every rank of a run jointly: pipeline.Run)."""
+    return max(min(fast, slow, central), floor), max(fast, slow, central, floor)
 
 
 def value_range(value: float, band: HostBand, floor: float = 0.0) -> tuple[float, float]:

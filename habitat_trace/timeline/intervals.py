@@ -1,11 +1,12 @@
-"""Interval arithmetic on int64 ns arrays (vectorized)."""
+"""Interval arithmetic on int64 ns arrays (vectorized): the union of intervals as disjoint sorted segments, its
+length, and how much of it lies before a time or inside a window."""
 from __future__ import annotations
 
 import numpy as np
 
 
 def merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of [start, end) intervals as disjoint sorted segments (starts, ends)."""
+    """The union of [start, end) intervals as disjoint sorted segments (starts, ends), int64."""
     if len(start) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     order = np.argsort(start, kind="stable")
@@ -16,7 +17,7 @@ def merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     new[0] = True
     new[1:] = s[1:] > reach[:-1]
     seg_end_idx = np.append(np.flatnonzero(new)[1:] - 1, len(s) - 1)
-    return s[new], reach[seg_end_idx]
+    return s[new].astype(np.int64), reach[seg_end_idx].astype(np.int64)
 
 
 def union_length(start: np.ndarray, end: np.ndarray) -> int:
@@ -25,16 +26,20 @@ def union_length(start: np.ndarray, end: np.ndarray) -> int:
     return int((b - a).sum())
 
 
+def covered_before(seg_start: np.ndarray, seg_end: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Length of the disjoint sorted segments' union (``merged``'s output) before each time ``t`` (int64,
+    non-decreasing in t)."""
+    t = np.asarray(t, dtype=np.int64)
+    if not len(seg_start):
+        return np.zeros(t.shape, dtype=np.int64)
+    length = seg_end - seg_start
+    before = np.concatenate(([0], np.cumsum(length)))  # covered before segment j starts
+    j = np.searchsorted(seg_start, t, side="right") - 1
+    inside = np.clip(t - seg_start[np.maximum(j, 0)], 0, length[np.maximum(j, 0)])
+    return np.where(j >= 0, before[np.maximum(j, 0)] + inside, 0)
+
+
 def covered(start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Per query [lo, hi): how much of it the union of [start, end) covers."""
-    a, b = merged(start, end)
-    if len(a) == 0:
-        return np.zeros(len(lo), dtype=np.int64)
-    cum = np.concatenate(([0], np.cumsum(b - a)))
-
-    def before(t: np.ndarray) -> np.ndarray:  # union length up to t
-        i = np.searchsorted(a, t, side="right") - 1
-        inside = np.clip(t - a[np.maximum(i, 0)], 0, (b - a)[np.maximum(i, 0)])
-        return np.where(i >= 0, cum[np.maximum(i, 0)] + inside, 0)
-
-    return np.maximum(before(np.asarray(hi)) - before(np.asarray(lo)), 0)
+    seg = merged(start, end)
+    return np.maximum(covered_before(*seg, np.asarray(hi)) - covered_before(*seg, np.asarray(lo)), 0)

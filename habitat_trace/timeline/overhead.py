@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.ingest import schema as S
-from habitat_trace.timeline import floors
+from habitat_trace.timeline import floors, intervals
 
 # Same list as benchmarks/collect/profiler_overhead.py TRIVIAL_OPS (the calibration's pooled p10 read these).
 TRIVIAL_OPS = ("aten::empty", "aten::view", "aten::detach", "aten::as_strided", "aten::t",
@@ -185,10 +185,10 @@ def _fit_into_gaps(ts: np.ndarray, dur: np.ndarray, tid: np.ndarray, raw: np.nda
         m = np.flatnonzero(tid_s == t)
         seg = protected.get(int(t), (empty, empty))
         starts = t_s[m]
-        tau = starts - floors.covered_before(*seg, starts)  # the thread's unprotected time at each start
+        tau = starts - intervals.covered_before(*seg, starts)  # the thread's unprotected time at each start
         gap = np.empty(len(m), dtype=np.int64)
         first_end = np.array([starts[0] + max(int(dur_s[m[0]]), 0)])
-        gap[0] = int(first_end[0] - starts[0] - (floors.covered_before(*seg, first_end)[0] - (starts[0] - tau[0])))
+        gap[0] = int(first_end[0] - starts[0] - (intervals.covered_before(*seg, first_end)[0] - (starts[0] - tau[0])))
         gap[1:] = np.diff(tau)
         g, r = np.cumsum(gap), np.cumsum(raw_s[m])
         cum = g + np.minimum(np.minimum.accumulate(r - g), 0)  # the 0: C_(-1) = 0, so C_i <= G_i
@@ -209,7 +209,7 @@ def _flat_across(starts: np.ndarray, tau: np.ndarray, cum: np.ndarray, seg: tupl
     if not len(inner):
         return starts, cum
     at = np.union1d(starts, inner)
-    at_tau = at - floors.covered_before(*seg, at) - tau[0]  # offsets: epoch nanoseconds lose precision as floats
+    at_tau = at - intervals.covered_before(*seg, at) - tau[0]  # offsets: epoch nanoseconds lose precision as floats
     return at, np.floor(np.interp(at_tau.astype(float), (tau - tau[0]).astype(float), cum.astype(float))).astype(np.int64)
 
 
