@@ -77,6 +77,10 @@ def test_one_trace_per_rank_with_distributed_info(collected: Path) -> None:
     sweep = [json.loads(line) for line in (collected / "busbw.jsonl").read_text().splitlines()]
     ok = [s for s in sweep if s["status"] == "ok" and s["collective"] == "all_reduce"]
     assert ok and all(s["busbw_gbs"] == pytest.approx(s["algbw_gbs"]) for s in ok)  # 2(n-1)/n = 1 for n = 2
+    # nccl-tests sizes an all-gather by its output: world x the input (the 2x H100 run of 2026-11-25 sized it by its
+    # input and reported half its bus bandwidth)
+    gathered = [s for s in sweep if s["status"] == "ok" and s["collective"] == "all_gather"]
+    assert sorted(s["bytes"] for s in gathered) == sorted(2 * s["bytes"] for s in ok)[:len(gathered)]
 
 
 @pytest.mark.parametrize("workload", list(NEEDS))

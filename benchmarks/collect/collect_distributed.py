@@ -176,8 +176,9 @@ def bus_sweep(world: int, device: torch.device, sizes: list[int], iters: int) ->
             except (RuntimeError, NotImplementedError, ValueError) as exc:  # gloo lacks some collectives
                 rows.append({"collective": coll, "bytes": n * 4, "status": f"unsupported: {exc}"[:200]})
                 break
-            algbw = n * 4 / (t * 1e-3) / 1e9
-            rows.append({"collective": coll, "bytes": n * 4, "time_ms": t, "algbw_gbs": algbw,
+            size = n * 4 * (world if coll == "all_gather" else 1)  # nccl-tests' size: all-gather's output
+            algbw = size / (t * 1e-3) / 1e9
+            rows.append({"collective": coll, "bytes": size, "time_ms": t, "algbw_gbs": algbw,
                          "busbw_gbs": algbw * BUS_FACTOR[coll](world), "status": "ok"})
     return rows
 
