@@ -60,11 +60,11 @@ def extract(folder: Path, into: Path) -> None:
             t.extractall(into, filter="data")
 
 
-def predicted_scaleout(single: Path, world: int, strategy: str) -> tuple[float, float, list[str]]:
-    """(one-GPU replayed iteration, N-rank predicted iteration, warnings) in ms, on the origin GPU: what
-    ``compare TRACE --world-size N --strategy S`` reports on its origin row."""
-    alone = Run.open(single, Options.load()).baseline().ranks[0]
-    many = Run.open(single, Options.load(data_parallel=DataParallel(world, strategy))).baseline()
+def predicted_scaleout(single: Any, world: int, strategy: str) -> tuple[float, float, list[str]]:
+    """(one-GPU replayed iteration, N-rank predicted iteration, warnings) in ms, on the origin GPU, from the loaded
+    one-GPU trace: what ``compare TRACE --world-size N --strategy S`` reports on its origin row."""
+    alone = Run([single], Options.load()).baseline().ranks[0]
+    many = Run([single], Options.load(data_parallel=DataParallel(world, strategy))).baseline()
     return iteration_figures(alone.tables, alone.timeline)[0], many.ranks[0].headline.iteration_ms, list(many.warnings)
 
 
@@ -101,10 +101,9 @@ def busy_floor_ms(traces: list[Any]) -> float:
 
 def evaluate_one(base: Path, mode: str, world: int) -> dict[str, Any]:
     """Both predictions and the ranks' compute factors for one workload and strategy (extracted under ``base``)."""
-    one_file = base / "single" / "rank0.pt.trace.json.gz"
-    one_pred, pred, warn = predicted_scaleout(one_file, world, mode)
+    one = load(base / "single" / "rank0.pt.trace.json.gz")
+    one_pred, pred, warn = predicted_scaleout(one, world, mode)
     traces = load_ranks(sorted((base / mode).glob("rank*.pt.trace.json.gz")))
-    one = load(one_file)
     factors = {f"compute_x_r{i}": compute_factor(one, t) for i, t in enumerate(traces)}
     return {"replayed_1gpu_ms": one_pred, "scaleout_ms": pred, "joint_ms": joint(traces),
             "busy_floor_ms": busy_floor_ms(traces), **factors, "warnings": "; ".join(warn)}

@@ -42,9 +42,10 @@ from habitat_trace.pipeline.run import RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import METHODS
 
-COLUMNS = ("gpu", "origin", "iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source", "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source",
-           "usd_per_1k_iterations", "peak_memory_gib", "memory_source", "fits_memory", "method_share",
-           "iteration_source", "profiler_overhead_ms", "ranks", "slowest_rank", "transfer_ms", "wait_ms", "warnings")
+COLUMNS = ("gpu", "origin", "iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source", "gpu_busy_ms",
+           "speedup", "bound", "usd_per_hour", "price_source", "usd_per_1k_iterations", "peak_memory_gib",
+           "memory_source", "fits_memory", "method_share", "iteration_source", "profiler_overhead_ms", "ranks",
+           "slowest_rank", "transfer_ms", "wait_ms", "warnings")
 SCALEOUT_COLUMNS = ("world_size", "strategy", "collectives", "comm_ms", "exposed_comm_ms")  # only with --world-size
 # A GPU busy less than half of the step waits on the CPU (launches, Python, data) more than it computes:
 # buying a faster GPU then shortens the step by less than the speed-up of its kernels.

@@ -177,7 +177,7 @@ def output_row(base: Any, rr: Any, written: Path, single: bool) -> dict[str, Any
             "origin_iteration_high_ms": h0.iteration_high_ms, "iteration_ms": it,
             "iteration_low_ms": h.iteration_low_ms, "iteration_high_ms": h.iteration_high_ms,
             "range_source": h.range_source,
-            "speedup": it0 / it if it > 0 else None, "gpu_busy_ms": rr.headline.gpu_busy_ms,
+            "speedup": it0 / it if it > 0 else None, "gpu_busy_ms": h.gpu_busy_ms,
             "methods": method_counts(rr.prediction), "warnings": list(rr.prediction.warnings),
             "output": "stdout" if str(written) == "-" else str(written), "error": None}
 

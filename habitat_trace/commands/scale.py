@@ -27,8 +27,7 @@ from habitat_trace.scale.gpu import GpuSpec
 STDOUT = "-"
 ROW_COLUMNS = ("trace", "rank", "origin", "target", "origin_iteration_ms", "origin_iteration_low_ms",
                "origin_iteration_high_ms", "iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source",
-               "speedup",
-               "gpu_busy_ms", "methods", "warnings", "output", "error")
+               "speedup", "gpu_busy_ms", "methods", "warnings", "output", "error")
 SHOWN = (Column("trace", "trace", text=True), Column("rank", "rank", "d", optional=True),
          Column("target", "target", text=True), Column("origin_iteration_ms", "origin it. ms", ".2f", short="orig ms"),
          Column("iteration_ms", "target it. ms", ".2f", short="target ms"),

@@ -5,14 +5,14 @@ consistent with: the central host clock (pipeline.host_clock: the overhead remov
 PACE_FAST / PACE_SLOW times the de-profiled pace (overhead.py: the model's held-out error on the calibration runs);
 when the trace's host unit u lies outside the calibrated hosts' the slowest is the profiled host itself (nothing
 removed); when the trace carries its measured un-profiled step (our hook) the factors are the loop's own
-measurement noise (MEASURED_FAST, MEASURED_SLOW). ``iteration_range(iterate, band, central)`` runs any replay's
-iteration function (origin or target) on both clocks; the same host clock serves every target, so the origin's and
-the targets' ranges come from one band. ``value_range`` is the same band around a measured figure.
+measurement noise (MEASURED_FAST, MEASURED_SLOW). A replay's values on both clocks (pipeline.Run replays
+every rank on them jointly) give its range by ``ends_range``; the same host clock serves every target, so the
+origin's and the targets' ranges come from one band. ``value_range`` is the same band around a measured figure.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -57,19 +57,10 @@ def host_band(clock: CpuClock, evidence: Optional[overhead.Evidence], measured: 
                     "measured" if measured else "model")
 
 
-def iteration_range(iterate: Callable[[CpuClock], float], band: HostBand, central: float,
-                    floor: float = 0.0) -> tuple[float, float]:
-    """(low, high) of ``iterate`` (a replay's iteration time on a given host clock) over the band; never below
-    ``floor`` (what the trace proves, same unit) and containing ``central`` (the value on the band's central clock)
-    whenever that is not below the floor: a replay is monotone in its host's times up to back-pressure rounding."""
-    if band.is_point:
-        return max(central, floor), max(central, floor)
-    return ends_range(iterate(band.fast), iterate(band.slow), central, floor)
-
-
 def ends_range(fast: float, slow: float, central: float, floor: float = 0.0) -> tuple[float, float]:
-    """(low, high) from a replay's values on the band's fast and slow clocks (iteration_range's rule, for callers
-    that replayed the band's clocks themselves, e.g. every rank of a run jointly: pipeline.Run)."""
+    """(low, high) from a replay's values on the band's fast and slow clocks: never below ``floor`` (what the trace
+    proves, same unit) and containing ``central`` (the value on the band's central clock) whenever that is not below
+    the floor (a replay is monotone in its host's times up to back-pressure rounding)."""
     return max(min(fast, slow, central), floor), max(fast, slow, central, floor)
 
 

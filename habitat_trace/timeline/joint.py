@@ -140,8 +140,6 @@ def _settle(traces: Sequence[Any], durs: list[np.ndarray], clocks: Sequence[Opti
                                    f"{HORIZON_FACTOR} x the {n} ranks' span (matched collectives in different "
                                    "orders on the ranks?); the last pass's layout is kept")
         held = np.maximum(held, ends)
-        for f in floors:
-            f[:] = NO_FLOOR
         for r, i, e in zip(rank, row, held):
             floors[r][i] = e
     return MAX_PASSES, final, (f"joint replay stopped after {MAX_PASSES} passes before every collective settled; "
