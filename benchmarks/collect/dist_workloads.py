@@ -1,4 +1,4 @@
-"""The models collect_distributed.py trains on 1 and N GPUs (issue 27): configs built in code, nothing downloaded.
+"""The models collect_distributed.py trains on 1 and N GPUs (issues 27, 31): configs built in code, nothing downloaded.
 
 Each builder returns a ``Workload``: the model (on its device), a loss closure over fixed random inputs, the
 optimizer, the autocast dtype and the FSDP auto-wrap predicate that matches what habitat-trace infers from a one-GPU
@@ -70,14 +70,23 @@ def _hf(dev: torch.device, tiny: bool, config: Any, model_class: Any, layer: typ
                     autocast, f"{b}x{s}")
 
 
-def gpt2(dev: torch.device, tiny: bool) -> Workload:
-    """HF GPT-2 small (124M, tied embedding), batch 8 x 1024, bf16 autocast, AdamW."""
+def _gpt2(dev: torch.device, tiny: bool, batch: tuple[int, int]) -> Workload:
     tr = _transformers()
     from transformers.models.gpt2.modeling_gpt2 import GPT2Block
 
     kw = dict(n_layer=2, n_embd=64, n_head=2, vocab_size=128, n_positions=32) if tiny else dict(n_positions=1024)
     cfg = tr.GPT2Config(**kw, attn_implementation="sdpa")
-    return _hf(dev, tiny, cfg, tr.GPT2LMHeadModel, GPT2Block, (8, 1024), torch.bfloat16)
+    return _hf(dev, tiny, cfg, tr.GPT2LMHeadModel, GPT2Block, batch, torch.bfloat16)
+
+
+def gpt2(dev: torch.device, tiny: bool) -> Workload:
+    """HF GPT-2 small (124M, tied embedding), batch 8 x 1024, bf16 autocast, AdamW."""
+    return _gpt2(dev, tiny, (8, 1024))
+
+
+def gpt2_small_batch(dev: torch.device, tiny: bool) -> Workload:
+    """HF GPT-2 small, batch 2 x 512: little compute per rank for the same gradient bytes."""
+    return _gpt2(dev, tiny, (2, 512))
 
 
 def llama(dev: torch.device, tiny: bool) -> Workload:
@@ -101,19 +110,60 @@ def bert(dev: torch.device, tiny: bool) -> Workload:
     return _hf(dev, tiny, cfg, tr.BertForMaskedLM, BertLayer, (32, 128), None)
 
 
-def resnet50(dev: torch.device, tiny: bool) -> Workload:
-    """torchvision ResNet-50 (weights=None), batch 64 x 224 px, fp32, SGD with momentum."""
+def bert_large(dev: torch.device, tiny: bool) -> Workload:
+    """HF BERT-large masked LM (335M, 24 layers), batch 8 x 256, bf16 autocast, AdamW."""
+    tr = _transformers()
+    from transformers.models.bert.modeling_bert import BertLayer
+
+    size = dict(TINY_HF, num_attention_heads=2) if tiny else dict(
+        hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096)
+    cfg = tr.BertConfig(**size, attn_implementation="sdpa")
+    return _hf(dev, tiny, cfg, tr.BertForMaskedLM, BertLayer, (8, 256), torch.bfloat16)
+
+
+def _resnet50(dev: torch.device, tiny: bool, batch: int, autocast: Optional[torch.dtype],
+              channels_last: bool) -> Workload:
+    """torchvision ResNet-50 (weights=None) at ``batch`` x 224 px (2 x 32 px when tiny), SGD with momentum."""
     tvm = _torchvision_models()
     from torchvision.models.resnet import Bottleneck
 
     model = tvm.resnet50(weights=None).to(dev)
-    b, px = (2, 32) if tiny else (64, 224)
+    b, px = (2, 32) if tiny else (batch, 224)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(b, 3, px, px, generator=g).to(dev)
+    if channels_last:
+        model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (b,), generator=g).to(dev)
     return Workload(model, lambda m: F.cross_entropy(m(x), y),
                     lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
-                    lambda m: isinstance(m, Bottleneck) and m.downsample is None, None, f"{b}x{px}px")
+                    lambda m: isinstance(m, Bottleneck) and m.downsample is None, autocast,
+                    f"{b}x{px}px" + ("-cl" if channels_last else ""))
+
+
+def resnet50(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision ResNet-50, batch 64, fp32 (TF32 off)."""
+    return _resnet50(dev, tiny, 64, None, False)
+
+
+def resnet50_amp(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision ResNet-50, batch 32, channels-last, bf16 autocast: a small per-rank batch of a CNN."""
+    return _resnet50(dev, tiny, 32, torch.bfloat16, True)
+
+
+def vit(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision ViT-B/16 (86M), batch 64 x 224 px, bf16 autocast, AdamW; the encoder block is the FSDP unit."""
+    _torchvision_models()
+    from torchvision.models.vision_transformer import EncoderBlock, VisionTransformer
+
+    size = dict(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=64, mlp_dim=128) if tiny else \
+        dict(image_size=224, patch_size=16, num_layers=12, num_heads=12, hidden_dim=768, mlp_dim=3072)
+    model = VisionTransformer(**size).to(dev)
+    b = 2 if tiny else 64
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(b, 3, size["image_size"], size["image_size"], generator=g).to(dev)
+    y = torch.randint(0, 1000, (b,), generator=g).to(dev)
+    return Workload(model, lambda m: F.cross_entropy(m(x), y), _adamw, lambda m: isinstance(m, EncoderBlock),
+                    torch.bfloat16, f"{b}x{size['image_size']}px")
 
 
 def mlp(dev: torch.device, tiny: bool) -> Workload:
@@ -130,7 +180,8 @@ def mlp(dev: torch.device, tiny: bool) -> Workload:
 
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
-    "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp,
+    "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp, "resnet50_b32_cl_amp": resnet50_amp,
+    "vit_b16_b64_amp": vit, "gpt2_b2_s512_amp": gpt2_small_batch, "bert_large_b8_s256_amp": bert_large,
 }
 
 
