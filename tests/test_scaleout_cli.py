@@ -101,7 +101,9 @@ def test_the_api_scales_out() -> None:
     k = fsdp.kernels
     assert len(k) > len(one.kernels) and (k["method"] == "collective-synthesized").any()
     assert (k.loc[k["method"] == "collective-synthesized", "origin_dur_ns"] == 0).all()
-    assert fsdp.summary()["steps"]["mean"]["gpu_busy_ms"] > one.summary()["steps"]["mean"]["gpu_busy_ms"]
+    # more GPU work in all (the collectives and FSDP2's copies); not necessarily a longer busy union per step: the
+    # optimizer steps a quarter of the parameters and the collectives overlap the compute stream
+    assert k["dur_ns"].sum() > one.kernels["dur_ns"].sum()
     table = habitat_trace.compare(MLP_FIXTURE, "A100", data_parallel=pipeline.DataParallel(2, "ddp"))
     assert (table["world_size"] == 2).all()
 

@@ -29,6 +29,7 @@ from habitat_trace.scale.prediction import Prediction
 from habitat_trace.timeline import floors, hostband
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.joint import replay_ranks
+from habitat_trace.timeline.overhead import FALLBACK_UNIT_NS
 from habitat_trace.timeline.replay import Timeline
 from habitat_trace.timeline.scaleout import ScaledOut, scale_out
 from habitat_trace.timeline.steps import StepFigures, replayed_step_figures
@@ -309,11 +310,12 @@ class Run:
         r = self.ranks[0]
         pred = predict(r.tables, r.origin, target if target is not None else r.origin)
         plan = self.options.data_parallel.plan(self.options.deployment)
-        out = scale_out(r.tables, pred, plan, r.clock.clock, r.params)
+        unit = r.clock.evidence.unit_ns if r.clock.evidence is not None else FALLBACK_UNIT_NS
+        out = scale_out(r.tables, pred, plan, r.clock.clock, r.params, unit)
         host = r.clock if out.clock is r.clock.clock else replace(r.clock, clock=out.clock)
 
-        def iterate(clocks: Sequence[CpuClock]) -> list[float]:
-            o = scale_out(r.tables, pred, plan, clocks[0], r.params)
+        def iterate(clocks: Sequence[CpuClock]) -> list[float]:  # the slow end: with the worst contention too
+            o = scale_out(r.tables, pred, plan, clocks[0], r.params, unit, worst_contention=clocks[0] is r.band.slow)
             return [iteration_figures(o.synthesized.tables, o.timeline)[0]]
         rr = RankReplay(r, out.synthesized.prediction, out.timeline, host, out, BandEnds(iterate, [r.band]))
         none = pd.DataFrame(columns=["rank", "row", "key", "collective", "transfer_ns", "wait_ns"])
