@@ -99,6 +99,20 @@ def test_more_bandwidth_is_never_slower(strategy: str, world: int, gbs: float, m
     assert fast.timeline.gpu_end_ns.max() <= slow.timeline.gpu_end_ns.max()
 
 
+@settings(max_examples=20)
+@given(strategy=STRATEGIES, world=st.integers(2, 16), target=st.sampled_from(["H100", "A100", "L4"]),
+       bucket=st.floats(1.0, 100.0))
+@example(strategy="fsdp", world=8, target="H100", bucket=25.0)  # issue 31: FSDP x8 was predicted below one GPU
+def test_n_ranks_are_never_faster_than_one(strategy: str, world: int, target: str, bucket: float) -> None:
+    """Issue 31: with the same per-rank batch every rank runs the one-GPU step and more (communication, the copies
+    and host work DDP/FSDP add, contention), so N ranks never take less time a step than one GPU, FSDP's optimizer
+    on a 1/N shard included."""
+    tables, pred, clock = _base(target)
+    one = SO.scale_out(tables, pred, D.ScaleOut(1, strategy, bucket), clock)
+    many = SO.scale_out(tables, pred, D.ScaleOut(world, strategy, bucket), clock, _params())
+    assert _iteration(many) >= _iteration(one)
+
+
 def _per_step(plan: D.Plan) -> Any:
     k = plan.kernels[plan.kernels["collective"] != ""]
     factor = [float(C.bus_factor(c, plan.scaleout.world_size)) for c in k["collective"]]

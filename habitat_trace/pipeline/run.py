@@ -22,6 +22,7 @@ from habitat_trace.ingest import reader, rules
 from habitat_trace.ingest.trace import DistributedInfo, Tables, load
 from habitat_trace.pipeline.host import HostClock, host_clock
 from habitat_trace.pipeline.options import Options
+from habitat_trace.scale.dataparallel import ScaleOut
 from habitat_trace.scale.engine import predict
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.params import Params, recover
@@ -320,6 +321,29 @@ class Run:
         rr = RankReplay(r, out.synthesized.prediction, out.timeline, host, out, BandEnds(iterate, [r.band]))
         none = pd.DataFrame(columns=["rank", "row", "key", "collective", "transfer_ns", "wait_ns"])
         return Replay(target, (rr,), none, 0, tuple(dict.fromkeys(list(out.warnings) + self.host_warnings())))
+
+    def scale_out_split(self, target: Optional[GpuSpec]) -> dict[str, float]:
+        """Where a ``--world-size N`` step's time goes on ``target`` (None: the origin GPU), ms: the one-GPU step
+        replayed there, then what each part of the scale-out adds, replayed cumulatively so that the parts sum to
+        the N-rank iteration: ``communication_ms`` (the collectives and the copies DDP/FSDP add, exposed on the
+        GPU; no host cost, no contention), ``host_work_ms`` (their issue and the hooks on the host:
+        scale/dp_host.py), ``interference_ms`` (compute kernels slowed where a collective's channels hold SMs)."""
+        from habitat_trace.pipeline.figures import iteration_figures
+
+        r = self.ranks[0]
+        pred = predict(r.tables, r.origin, target if target is not None else r.origin)
+        plan = self.options.data_parallel.plan(self.options.deployment)
+        unit = r.clock.evidence.unit_ns if r.clock.evidence is not None else FALLBACK_UNIT_NS
+        one = replay_ranks([r.tables], [pred], [r.clock.clock]).timelines[0]
+        one_ms = iteration_figures(r.tables, one)[0]
+
+        def it(so: ScaleOut, host: bool) -> float:
+            o = scale_out(r.tables, pred, so, r.clock.clock, r.params, unit, host_work=host)
+            return iteration_figures(o.synthesized.tables, o.timeline)[0]
+        quiet = replace(plan, nccl_channels=0)
+        comm, hosted, full = it(quiet, False), it(quiet, True), it(plan, True)
+        return {"one_gpu_ms": one_ms, "communication_ms": comm - one_ms, "host_work_ms": hosted - comm,
+                "interference_ms": full - hosted, "iteration_ms": full}
 
     def host_warnings(self) -> list[str]:
         """The profiler-overhead estimate's warnings of every rank's host clock (an extrapolated unit, an estimate

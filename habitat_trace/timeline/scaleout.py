@@ -101,15 +101,16 @@ def synthesize(tables: Any, prediction: Prediction, so: D.ScaleOut, params: Opti
 
 def scale_out(tables: Any, prediction: Prediction, so: D.ScaleOut, clock: Optional[CpuClock] = None,
               params: Optional[Params] = None, unit_ns: float = FALLBACK_UNIT_NS,
-              worst_contention: bool = False) -> ScaledOut:
+              worst_contention: bool = False, host_work: bool = True) -> ScaledOut:
     """The per-rank step of ``so`` replayed on ``clock`` (the target host's, pipeline.host_clock; None: the recorded
     CPU times), as a run of one rank. The compute kernels a collective overlaps are then slowed for the SMs its
     channels hold (``contend``) and the step replayed once more. ``worst_contention`` (the slow end of a range):
     every compute kernel from the step's first collective on is slowed as if one overlapped it throughout: a rank
-    that waits for a later one holds its collective's SMs for the wait, which a run of one rank cannot show."""
+    that waits for a later one holds its collective's SMs for the wait, which a run of one rank cannot show.
+    ``host_work`` False: the added kernels cost the host nothing (explain's split of the step)."""
     syn = synthesize(tables, prediction, so, params)
     clock = clock or CpuClock.identity()
-    if so.world_size > 1:
+    if so.world_size > 1 and host_work:
         clock = clock.delayed(*host_delays(syn, clock, unit_ns))
     joint = replay_ranks([syn.tables], [syn.prediction], [clock])
     channels = channels_of(syn.plan)
