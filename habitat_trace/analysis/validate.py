@@ -18,7 +18,8 @@ A scale-out prediction (``--world-size N``) is compared with one rank of the rea
 DistributedDataParallel and FSDP wrap the model in (``DistributedDataParallel.forward``,
 ``FullyShardedDataParallel.forward``) are looked through, so the model's own ops pair as on one GPU, and the GPU
 work that data parallelism adds on either side (its hooks ``FSDP::*``, ``FullyShardedDataParallel._*``, the c10d and
-NCCL ops; the prediction's synthesized events) is not paired but listed in ``added``, with its GPU time per step.
+NCCL ops; the prediction's synthesized events) is not paired but listed in ``added``, with its GPU time per step
+(where both sides run it, two traces of a multi-rank run, it pairs as any op).
 
 Traces of different programs are refused (fewer than ``MIN_MATCHED_OPS`` of the top-level ops pair up, or fewer
 than ``MIN_SAME_SHAPES`` of the pairs run on the same input shapes);
@@ -77,6 +78,9 @@ def validate(predicted: Tables, measured: Tables, options: Options, top: int = 1
     raw = step_figures(measured.steps, measured.gpu).table
     n = min(len(fp), len(raw))
     pk, mk = _keyed(predicted, n), _keyed(measured, n)
+    both = set(pk.loc[pk["added"], "root"]) & set(mk.loc[mk["added"], "root"])  # on both sides: pair them as usual
+    pk["added"] &= ~pk["root"].isin(both)
+    mk["added"] &= ~mk["root"].isin(both)
     added = _added(pk, mk, n)
     pk, mk = pk[~pk["added"]], mk[~mk["added"]]
     ops = _ops(pk, mk)
