@@ -22,7 +22,6 @@ from habitat_trace.ingest import reader, rules
 from habitat_trace.ingest.trace import DistributedInfo, Tables, load
 from habitat_trace.pipeline.host import HostClock, host_clock
 from habitat_trace.pipeline.options import Options
-from habitat_trace.scale.dataparallel import ScaleOut
 from habitat_trace.scale.engine import predict
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.params import Params, recover
@@ -32,7 +31,7 @@ from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.joint import replay_ranks
 from habitat_trace.timeline.overhead import FALLBACK_UNIT_NS
 from habitat_trace.timeline.replay import Timeline
-from habitat_trace.timeline.scaleout import ScaledOut, scale_out
+from habitat_trace.timeline.scaleout import Prepared, ScaledOut, prepare, scale_out
 from habitat_trace.timeline.steps import StepFigures, replayed_step_figures
 
 TRACE_GLOBS = ("*.json", "*.json.gz")
@@ -312,11 +311,13 @@ class Run:
         pred = predict(r.tables, r.origin, target if target is not None else r.origin)
         plan = self.options.data_parallel.plan(self.options.deployment)
         unit = r.clock.evidence.unit_ns if r.clock.evidence is not None else FALLBACK_UNIT_NS
-        out = scale_out(r.tables, pred, plan, r.clock.clock, r.params, unit)
+        prepared = prepare(r.tables, pred, plan, r.params)
+        out = scale_out(r.tables, pred, plan, r.clock.clock, r.params, unit, prepared=prepared)
         host = r.clock if out.clock is r.clock.clock else replace(r.clock, clock=out.clock)
 
         def iterate(clocks: Sequence[CpuClock]) -> list[float]:  # the slow end: with the worst contention too
-            o = scale_out(r.tables, pred, plan, clocks[0], r.params, unit, worst_contention=clocks[0] is r.band.slow)
+            o = scale_out(r.tables, pred, plan, clocks[0], r.params, unit, worst_contention=clocks[0] is r.band.slow,
+                          prepared=prepared)
             return [iteration_figures(o.synthesized.tables, o.timeline)[0]]
         rr = RankReplay(r, out.synthesized.prediction, out.timeline, host, out, BandEnds(iterate, [r.band]))
         none = pd.DataFrame(columns=["rank", "row", "key", "collective", "transfer_ns", "wait_ns"])
@@ -337,11 +338,13 @@ class Run:
         one = replay_ranks([r.tables], [pred], [r.clock.clock]).timelines[0]
         one_ms = iteration_figures(r.tables, one)[0]
 
-        def it(so: ScaleOut, host: bool) -> float:
-            o = scale_out(r.tables, pred, so, r.clock.clock, r.params, unit, host_work=host)
+        prepared = prepare(r.tables, pred, plan, r.params)
+        quiet = replace(prepared, channels=0)  # no contention
+
+        def it(p: Prepared, host: bool) -> float:
+            o = scale_out(r.tables, pred, plan, r.clock.clock, r.params, unit, host_work=host, prepared=p)
             return iteration_figures(o.synthesized.tables, o.timeline)[0]
-        quiet = replace(plan, nccl_channels=0)
-        comm, hosted, full = it(quiet, False), it(quiet, True), it(plan, True)
+        comm, hosted, full = it(quiet, False), it(quiet, True), it(prepared, True)
         return {"one_gpu_ms": one_ms, "communication_ms": comm - one_ms, "host_work_ms": hosted - comm,
                 "interference_ms": full - hosted, "iteration_ms": full}
 

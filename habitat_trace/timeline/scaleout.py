@@ -101,24 +101,49 @@ def synthesize(tables: Any, prediction: Prediction, so: D.ScaleOut, params: Opti
 
 def scale_out(tables: Any, prediction: Prediction, so: D.ScaleOut, clock: Optional[CpuClock] = None,
               params: Optional[Params] = None, unit_ns: float = FALLBACK_UNIT_NS,
-              worst_contention: bool = False, host_work: bool = True) -> ScaledOut:
+              worst_contention: bool = False, host_work: bool = True,
+              prepared: Optional["Prepared"] = None) -> ScaledOut:
     """The per-rank step of ``so`` replayed on ``clock`` (the target host's, pipeline.host_clock; None: the recorded
     CPU times), as a run of one rank. The compute kernels a collective overlaps are then slowed for the SMs its
     channels hold (``contend``) and the step replayed once more. ``worst_contention`` (the slow end of a range):
     every compute kernel from the step's first collective on is slowed as if one overlapped it throughout: a rank
     that waits for a later one holds its collective's SMs for the wait, which a run of one rank cannot show.
-    ``host_work`` False: the added kernels cost the host nothing (explain's split of the step)."""
-    syn = synthesize(tables, prediction, so, params)
+    ``host_work`` False: the added kernels cost the host nothing (explain's split of the step). ``prepared``: what
+    does not depend on the clock (``prepare``), shared by the replays of one scale-out on several clocks."""
+    prep = prepared or prepare(tables, prediction, so, params)
+    syn = prep.synthesized
     clock = clock or CpuClock.identity()
     if so.world_size > 1 and host_work:
         clock = clock.delayed(*host_delays(syn, clock, unit_ns))
     joint = replay_ranks([syn.tables], [syn.prediction], [clock])
-    channels = channels_of(syn.plan)
-    if channels > 0:
-        slower = slowdown_fewer_sms(tables, prediction, syn.tables, channels)
-        syn = replace(syn, prediction=contend(syn, joint.timelines[0], slower, worst_contention))
+    if prep.channels > 0:
+        syn = replace(syn, prediction=contend(syn, joint.timelines[0], prep.slowdown, worst_contention))
         joint = replay_ranks([syn.tables], [syn.prediction], [clock])
     return ScaledOut(syn, joint.timelines[0], joint.clocks[0] or clock)
+
+
+@dataclass
+class Prepared:
+    """A scale-out's synthesized rank and, computed on first use, its kernels' slowdown on the SMs the collectives
+    leave: the parts of ``scale_out`` that no host clock changes."""
+
+    tables: Any
+    prediction: Prediction
+    synthesized: Synthesized
+    channels: int
+    _slowdown: Optional[np.ndarray] = None
+
+    @property
+    def slowdown(self) -> np.ndarray:
+        if self._slowdown is None:
+            self._slowdown = slowdown_fewer_sms(self.tables, self.prediction, self.synthesized.tables, self.channels)
+        return self._slowdown
+
+
+def prepare(tables: Any, prediction: Prediction, so: D.ScaleOut, params: Optional[Params] = None) -> Prepared:
+    """``synthesize`` once, for every clock a scale-out is replayed on."""
+    syn = synthesize(tables, prediction, so, params)
+    return Prepared(tables, prediction, syn, channels_of(syn.plan))
 
 
 def channels_of(plan: D.Plan) -> int:
