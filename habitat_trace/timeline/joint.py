@@ -29,12 +29,11 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.ingest import schema as S
-from habitat_trace.scale.collective import collective_fields
 from habitat_trace.scale.prediction import Prediction
-from habitat_trace.timeline import overhead
+from habitat_trace.timeline import overhead, summary
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.replay import Timeline, replay
-from habitat_trace.timeline.schedule import NO_FLOOR, schedule
+from habitat_trace.timeline.schedule import NO_FLOOR
 
 MAX_PASSES = 50  # a step of 50 collectives whose last rank changes every time; more is a warning
 # No consistent layout ends later than running every rank's step one after another (n x the span of one pass
@@ -57,15 +56,18 @@ class JointReplay:
 
 def match(traces: Sequence[Any]) -> pd.DataFrame:
     """Per rank (position in ``traces``) and NCCL kernel: its row in trace.gpu and the cross-rank key."""
+    return match_fields([summary.collectives(t) for t in traces])
+
+
+def match_fields(fields: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """``match`` from each rank's ``summary.collectives`` (what a RankSummary keeps)."""
     parts = []
-    for rank, t in enumerate(traces):
-        f = collective_fields(t)
+    for rank, c in enumerate(fields):
+        f = c.drop(columns="start")
         f["rank"] = rank
-        rows = f["row"].to_numpy()
         # launch order (the host's, which NCCL's same-order rule is about); the GPU start where no launch was seen:
         # collectives on several streams (FSDP's all-gather and reduce-scatter streams) start out of launch order
-        launch, gpu_start = t.gpu[S.LAUNCH_TS].to_numpy()[rows], t.gpu[S.TS].to_numpy()[rows]
-        f["start"] = np.where(launch >= 0, launch, gpu_start)
+        f["start"] = c["start"].to_numpy()
         parts.append(f)
     f = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     if not len(f):
@@ -80,68 +82,97 @@ def match(traces: Sequence[Any]) -> pd.DataFrame:
     return f[ranks > 1].reset_index(drop=True)
 
 
+@dataclass(frozen=True)
+class Settled:
+    """The joint replay's result on the ranks' summaries: per (rank, matched collective) its transfer and wait
+    (``collectives``), the passes it took and its warning, if any."""
+
+    collectives: pd.DataFrame  # rank, row, key, collective, transfer_ns, wait_ns
+    passes: int
+    warnings: tuple[str, ...]
+
+    def durations(self, rank: int, dur_ns: np.ndarray) -> np.ndarray:
+        """Rank ``rank``'s GPU durations ``dur_ns`` with its matched collectives lasting until they end together."""
+        c = self.collectives
+        out = np.asarray(dur_ns, dtype=np.int64).copy()
+        if len(c):
+            mine = (c["rank"] == rank).to_numpy()
+            out[c["row"].to_numpy()[mine]] = (c["transfer_ns"] + c["wait_ns"]).to_numpy()[mine]
+        return out
+
+
+def settle(summaries: Sequence[summary.RankSummary]) -> Settled:
+    """The matched collectives' durations so that they end together on every rank (module doc), from the ranks'
+    summaries alone (timeline/summary.py: each rank's layout for given collective durations and floors)."""
+    n = len(summaries)
+    m = match_fields([s.fields for s in summaries]) if n > 1 else pd.DataFrame(columns=["rank", "row", "key",
+                                                                                         "collective"])
+    if not len(m):
+        alone = ("no collective matched across the ranks: each rank replayed on its own",) if n > 1 else ()
+        return Settled(m.assign(transfer_ns=0, wait_ns=0), 0, alone)
+    rank, row = m["rank"].to_numpy(), m["row"].to_numpy()
+    at = np.zeros(len(m), dtype=np.int64)  # each matched kernel's place among its rank's collectives
+    for r, s in enumerate(summaries):
+        mine = rank == r
+        at[mine] = pd.Index(s.rows).get_indexer(row[mine])
+    pred_dur = np.array([int(summaries[r].dur_ns[j]) for r, j in zip(rank, at)], dtype=np.int64)
+    key_codes, _ = pd.factorize(m["key"])
+    transfer = pd.Series(pred_dur).groupby(key_codes).transform("min").to_numpy()
+    durs = [s.dur_ns.copy() for s in summaries]
+    for r, j, t in zip(rank, at, transfer):
+        durs[r][j] = t
+    passes, final, note = _settle(summaries, durs, rank, at, key_codes, transfer)
+    table = pd.DataFrame({"rank": rank, "row": row, "key": m["key"].to_numpy(), "collective": m["collective"],
+                          "transfer_ns": transfer, "wait_ns": final - transfer})
+    return Settled(table, passes, (note,) if note else ())
+
+
 def joint_replay(traces: Sequence[Any], predictions: Sequence[Prediction],
                  clocks: Optional[Sequence[CpuClock]] = None) -> JointReplay:
     """Every rank replayed with its collectives' durations set so that matched collectives end together (module
     doc); ``clocks``: each rank's host clock (pipeline.host_clock: the profiler's overhead removed; None: the
-    recorded CPU timelines)."""
-    m = match(traces) if len(traces) > 1 else pd.DataFrame(columns=["rank", "row", "key", "collective"])
-    warnings: list[str] = []
+    recorded CPU timelines). The same as ``settle`` on the ranks' summaries, then each rank's replay."""
     cl: list[Optional[CpuClock]] = list(clocks) if clocks is not None else [None] * len(traces)
-    if not len(m):
-        timelines = tuple(replay(t, p, c) for t, p, c in zip(traces, predictions, cl))
-        alone = ("no collective matched across the ranks: each rank replayed on its own",) if len(traces) > 1 else ()
-        return JointReplay(tuple(predictions), timelines, m.assign(transfer_ns=0, wait_ns=0), 0, alone, tuple(cl))
-    rank, row = m["rank"].to_numpy(), m["row"].to_numpy()
-    pred_dur = np.array([int(predictions[r].dur_ns[i]) for r, i in zip(rank, row)], dtype=np.int64)
-    key_codes, keys = pd.factorize(m["key"])
-    transfer = pd.Series(pred_dur).groupby(key_codes).transform("min").to_numpy()
-    durs = [np.asarray(p.dur_ns, dtype=np.int64).copy() for p in predictions]
-    for r, i, t in zip(rank, row, transfer):
-        durs[r][i] = t
-    passes, final, note = _settle(traces, durs, cl, rank, row, key_codes, transfer)
-    warnings += [note] if note else []
-    for r, i, d in zip(rank, row, final):
-        durs[r][i] = d
-    preds = tuple(replace(p, dur_ns=d) for p, d in zip(predictions, durs))
+    several = len(traces) > 1
+    s = settle([summary.summarize(t, p.dur_ns, c) for t, p, c in zip(traces, predictions, cl)] if several else [])
+    preds = tuple(replace(p, dur_ns=s.durations(r, p.dur_ns)) for r, p in enumerate(predictions)) \
+        if len(s.collectives) else tuple(predictions)
     timelines = tuple(replay(t, p, c) for t, p, c in zip(traces, preds, cl))
-    table = pd.DataFrame({"rank": rank, "row": row, "key": m["key"].to_numpy(), "collective": m["collective"],
-                          "transfer_ns": transfer, "wait_ns": final - transfer})
-    return JointReplay(preds, timelines, table, passes, tuple(warnings), tuple(cl))
+    return JointReplay(preds, timelines, s.collectives, s.passes, s.warnings, tuple(cl))
 
 
-def _settle(traces: Sequence[Any], durs: list[np.ndarray], clocks: Sequence[Optional[CpuClock]],
-            rank: np.ndarray, row: np.ndarray, key: np.ndarray,
-            transfer: np.ndarray) -> tuple[int, np.ndarray, Optional[str]]:
+def _settle(summaries: Sequence[summary.RankSummary], durs: list[np.ndarray], rank: np.ndarray, at: np.ndarray,
+            key: np.ndarray, transfer: np.ndarray) -> tuple[int, np.ndarray, Optional[str]]:
     """(passes, each matched collective's duration, a warning or None): the end times E of the matched collectives
     iterated from below (module doc). A pass lays every rank out with its collectives held until E (schedule's
-    end_floor) and sets E = the latest start of each collective over the ranks + its transfer; starts only grow
-    with E, so E only grows and the least consistent layout is reached. Matched collectives whose order differs
-    between the ranks (a cycle: no consistent layout) would grow E without end: it stops at HORIZON_FACTOR x the
-    span of the ranks' first pass, or after MAX_PASSES, keeping the last pass's layout."""
-    n = len(traces)
-    floors = [np.full(len(d), NO_FLOOR, dtype=np.int64) for d in durs]
+    end_floor, evaluated on the rank's summary) and sets E = the latest start of each collective over the ranks +
+    its transfer; starts only grow with E, so E only grows and the least consistent layout is reached. Matched
+    collectives whose order differs between the ranks (a cycle: no consistent layout) would grow E without end: it
+    stops at HORIZON_FACTOR x the span of the ranks' first pass, or after MAX_PASSES, keeping the last pass's
+    layout. ``at``: each matched collective's place among its rank's collectives."""
+    n = len(summaries)
+    floors = [summary.no_floors(s) for s in summaries]
     held = np.full(len(rank), NO_FLOOR, dtype=np.int64)
     horizon = None
     for passes in range(1, MAX_PASSES + 1):
-        starts = [schedule(t, d, c, f)[0] for t, d, c, f in zip(traces, durs, clocks, floors)]
-        start = np.array([starts[r][i] for r, i in zip(rank, row)], dtype=np.int64)
+        lay = summary.layouts(summaries, durs, floors)
+        start = np.array([lay[r].starts[j] for r, j in zip(rank, at)], dtype=np.int64)
         # this pass's layout: each collective lasts its transfer or until the floor it was held to
         final = np.maximum(held, start + transfer) - start
         ends = pd.Series(start + transfer).groupby(key).transform("max").to_numpy()
         if (final + start == ends).all():  # every rank's copy of each collective ends at the same time
             return passes, final, None
         if horizon is None:  # the span of the first pass: as if no rank waited for another
-            first = min(int(s.min()) for s in starts if len(s))
-            last = max(int((s + d).max()) for s, d in zip(starts, durs) if len(s))
+            first = min(x.first for x in lay if x.first is not None)
+            last = max(x.last for x in lay if x.last is not None)
             horizon = first + HORIZON_FACTOR * n * max(last - first, 1)
         if int(ends.max()) > horizon:
             return passes, final, (f"joint replay stopped at pass {passes}: a collective would end past "
                                    f"{HORIZON_FACTOR} x the {n} ranks' span (matched collectives in different "
                                    "orders on the ranks?); the last pass's layout is kept")
         held = np.maximum(held, ends)
-        for r, i, e in zip(rank, row, held):
-            floors[r][i] = e
+        for r, j, e in zip(rank, at, held):
+            floors[r][j] = e
     return MAX_PASSES, final, (f"joint replay stopped after {MAX_PASSES} passes before every collective settled; "
                                "the collectives' waits are a lower bound")
 
