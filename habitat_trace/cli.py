@@ -36,6 +36,10 @@ InterconnectOpt = typer.Option(None, "--interconnect", metavar="nvlink|pcie",
                                help="what-if: nvlink or pcie between the GPUs of a node")
 GpusPerNodeOpt = typer.Option(None, "--gpus-per-node", metavar="N", help="what-if: GPUs per node (default: the catalog's node)")
 NodesOpt = typer.Option(None, "--nodes", metavar="N", help="what-if: nodes a collective's group spans")
+# where the ranks of a run (a directory) are predicted: N local processes, or a Dask cluster (pipeline/fanout.py)
+JobsOpt = typer.Option(1, "--jobs", "-j", metavar="N", help="processes: traces, ranks and targets in parallel")
+DaskOpt = typer.Option(None, "--dask", metavar="ADDRESS",
+                       help="run the ranks on the Dask cluster at ADDRESS (pip install 'habitat-trace[dask]')")
 # a one-GPU trace as one of N data-parallel ranks (pipeline.DataParallel, docs/distributed.md "Scale-out from one GPU")
 WorldSizeOpt = typer.Option(1, "--world-size", metavar="N",
                             help="scale-out: the one-GPU trace as one of N data-parallel ranks (1: as recorded)")
@@ -117,9 +121,8 @@ def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
           specs: Optional[Path] = SpecsOpt, origin: Optional[str] = FromOpt,
           interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
           nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
-          jobs: int = typer.Option(1, "--jobs", "-j", metavar="N", help="processes: traces and targets in parallel"),
-          fmt: str = FormatOpt, world_size: int = WorldSizeOpt, strategy: str = StrategyOpt,
-          bucket_mb: float = BucketMbOpt) -> None:
+          jobs: int = JobsOpt, fmt: str = FormatOpt, world_size: int = WorldSizeOpt, strategy: str = StrategyOpt,
+          bucket_mb: float = BucketMbOpt, dask: Optional[str] = DaskOpt) -> None:
     """Write the trace as it would run on another GPU (TRACE a directory: every trace in it; the ranks of one
     distributed run are replayed jointly); one report of what was written."""
     from habitat_trace.commands import scale as cmd
@@ -129,7 +132,7 @@ def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
     options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
                        bucket_mb)
     try:
-        report = cmd.report(trace, to=to, out=out, options=options, jobs=jobs)
+        report = cmd.report(trace, to=to, out=out, options=options, jobs=jobs, dask=dask)
     except cmd.ReportedError as exc:
         _result(exc.report, fmt, out)
         raise
@@ -175,7 +178,8 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
             origin: Optional[str] = FromOpt,
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
             nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
-            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt) -> None:
+            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt,
+            jobs: int = JobsOpt, dask: Optional[str] = DaskOpt) -> None:
     """One run against many GPUs: iteration time, speed-up, cost, memory fit (TRACE a directory of per-rank
     traces: the slowest rank's step after a joint replay; --world-size N: a one-GPU trace as one of N ranks)."""
     from habitat_trace.commands import compare as cmd
@@ -184,7 +188,7 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
     check_format(fmt)
     options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
                        bucket_mb)
-    _render(cmd.report(trace, to=to, options=options, prices=price, plot=plot), fmt)
+    _render(cmd.report(trace, to=to, options=options, prices=price, plot=plot, jobs=jobs, dask=dask), fmt)
 
 
 @app.command()

@@ -119,3 +119,23 @@ def launch_bound_trace(rank: int = 0, world: int = 2, launches: int = 1200, kern
                   "dur": end - 1000.0, "args": {}})
     return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device, "numSms": 132}], "traceEvents": ev,
             "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world, "nccl_version": "2.17.1"}}
+
+
+def replicate_ranks(sources: list[Path], world: int, out: Path) -> list[Path]:
+    """A ``world``-rank run from the rank traces ``sources`` of a real run: rank r is ``sources[r % len(sources)]``
+    with distributedInfo's rank r and world size ``world``. Every copy keeps its collectives (process group, Seq,
+    order), so each matches on every rank; the joint replay waits for the slowest source rank's copies."""
+    out.mkdir(parents=True, exist_ok=True)
+    docs = []
+    for s in sources:
+        with (gzip.open(s, "rt") if s.suffix == ".gz" else open(s)) as f:
+            docs.append(json.load(f))
+    files = []
+    for r in range(world):
+        doc = docs[r % len(docs)]
+        info = dict(doc.get("distributedInfo") or {})
+        info.update(rank=r, world_size=world)
+        path = out / f"rank{r:04d}.pt.trace.json.gz"
+        write({**doc, "distributedInfo": info}, path)
+        files.append(path)
+    return files

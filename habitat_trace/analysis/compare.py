@@ -37,8 +37,7 @@ import pandas as pd
 
 from habitat_trace.errors import HabitatTraceError
 from habitat_trace.pipeline import DataParallel, Host, Options, Run
-from habitat_trace.pipeline.host import overhead_ms
-from habitat_trace.pipeline.run import RankReplay, Replay
+from habitat_trace.pipeline.run import Replay
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import METHODS
 
@@ -66,6 +65,13 @@ def compare(trace_or_path: Any, to: str | Sequence[str], specs: Optional[Path] =
     options = Options.load(specs, origin, host, data_parallel=data_parallel)
     targets = options.targets(to)  # unknown names fail before any work
     overrides = {options.catalog.resolve(n).name: float(usd) for n, usd in (prices or {}).items()}
+    if not hasattr(trace_or_path, "with_options"):
+        from habitat_trace.pipeline.fanout import open_pool, rank_files
+
+        files = rank_files(Path(trace_or_path))
+        if files:
+            with open_pool(files) as pool:
+                return ranks_table(files, options, targets, pool, overrides, progress)
     run = trace_or_path.with_options(options) if hasattr(trace_or_path, "with_options") else \
         Run.open(trace_or_path, options)
     return gpu_table(run, targets, overrides, progress)
@@ -75,37 +81,73 @@ def gpu_table(run: Run, targets: Sequence[GpuSpec], prices: Optional[dict[str, f
               progress: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
     """The rows (module doc): the origin's own replay first, then each target not equal to the origin GPU.
     A price for a GPU that is not a row is an error (it would be silently ignored)."""
+    from habitat_trace.analysis.memory import peak_memory
+    from habitat_trace.pipeline.fanout import RunFigures
+
     origin = run.baseline().gpu
+    rest = _check_prices(origin, targets, prices or {})
+    figures = []
+    for target in [None, *rest]:
+        replay = run.baseline() if target is None else run.replay(target)
+        figures.append(RunFigures.of(replay))
+        if progress is not None:
+            progress(replay.gpu.name)
+    return figures_table(figures, [peak_memory(r.tables) for r in run.ranks], run.options.data_parallel,
+                         prices or {})
+
+
+def ranks_table(files: Sequence[Path], options: Options, targets: Sequence[GpuSpec], pool: Any,
+                prices: Optional[dict[str, float]] = None,
+                progress: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
+    """``gpu_table`` of the ranks ``files`` of one run, no process holding more than one rank's tables
+    (pipeline/fanout.py: map -> reduce -> map on ``pool``); the same rows."""
+    from habitat_trace.pipeline.fanout import fan_out
+
+    fanned = fan_out(files, options, targets, pool)
+    origin = fanned.figures[0].gpu
+    rest = _check_prices(origin, targets, prices or {})
+    figures = [fanned.figures[0]] + [f for f in fanned.figures[1:] if f.gpu in rest]
+    for f in figures:
+        if progress is not None:
+            progress(f.gpu.name)
+    return figures_table(figures, list(fanned.peak_memory), options.data_parallel, prices or {})
+
+
+def _check_prices(origin: GpuSpec, targets: Sequence[GpuSpec], prices: dict[str, float]) -> list[GpuSpec]:
+    """The targets but the origin GPU; an error for a price of a GPU that is not a row."""
     rest = [t for t in targets if t != origin]
-    prices = prices or {}
     unused = sorted(set(prices) - {origin.name, *(t.name for t in rest)})
     if unused:
         raise HabitatTraceError(f"--price {unused[0]}: not among the GPUs compared ({origin.name} and --to); "
                                 "add it to --to or drop its price")
-    rows = []
-    for target in [None, *rest]:
-        replay = run.baseline() if target is None else run.replay(target)
-        rows.append(_row(run, replay, prices))
-        if progress is not None:
-            progress(replay.gpu.name)
-    table = pd.DataFrame(rows, columns=list(COLUMNS) + list(SCALEOUT_COLUMNS if run.options.data_parallel.active
-                                                            else ()))
+    return rest
+
+
+def figures_table(figures: Sequence[Any], peaks: Sequence[tuple[Optional[float], str]], dp: DataParallel,
+                  prices: dict[str, float]) -> pd.DataFrame:
+    """One row per RunFigures (pipeline/fanout.py), the first the origin's; ``peaks``: each rank's peak memory."""
+    peak = run_peak_memory(peaks)
+    rows = [_row(f, peak, dp, prices) for f in figures]
+    table = pd.DataFrame(rows, columns=list(COLUMNS) + list(SCALEOUT_COLUMNS if dp.active else ()))
     table["speedup"] = table["iteration_ms"].iat[0] / table["iteration_ms"]
     return table
 
 
-def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
+def _row(run: Any, peak: tuple[Optional[float], str], dp: DataParallel, prices: dict[str, float]) -> dict[str, Any]:
     from habitat_trace.analysis.memory import fits
 
-    gpu = replay.gpu
-    slow = replay.slowest()
+    gpu = run.gpu
+    position = run.slowest()
+    slow = run.ranks[position]
     head = slow.headline
     usd, price_source = _price(gpu, prices)
-    peak_gib, mem_source = run_peak_memory(run)
-    transfer, wait = collective_split(replay, replay.ranks.index(slow))
-    gpus = run.options.data_parallel.world_size if slow.scaled_out is not None else len(run.ranks)
-    return {**communication(slow, run.options.data_parallel),
-        "gpu": gpu.name, "origin": replay.target is None, "iteration_ms": head.iteration_ms,
+    peak_gib, mem_source = peak
+    transfer, wait = _split(run.collectives, position, slow.steps, len(run.ranks))
+    single = len(run.ranks) == 1
+    gpus = dp.world_size if slow.communication is not None else len(run.ranks)
+    methods = [m for r in run.ranks for m in r.method_ns]
+    return {**communication(slow, dp),
+        "gpu": gpu.name, "origin": run.target is None, "iteration_ms": head.iteration_ms,
         "iteration_low_ms": head.iteration_low_ms, "iteration_high_ms": head.iteration_high_ms,
         "range_source": head.range_source, "gpu_busy_ms": head.gpu_busy_ms,
         "speedup": float("nan"), "bound": "launch" if head.gpu_busy_ms < LAUNCH_BOUND_BUSY * head.iteration_ms
@@ -113,19 +155,21 @@ def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
         "usd_per_hour": usd, "price_source": price_source,
         "usd_per_1k_iterations": None if usd is None else usd * gpus * head.iteration_ms * 1000 / MS_PER_HOUR,
         "peak_memory_gib": peak_gib, "memory_source": mem_source, "fits_memory": fits(peak_gib, gpu.memory_gib),
-        "method_share": method_share(np.concatenate([r.prediction.method for r in replay.ranks]),
-                                     np.concatenate([r.prediction.dur_ns for r in replay.ranks])),
-        "iteration_source": head.source, "profiler_overhead_ms": overhead_ms(slow.host), "ranks": len(run.ranks),
-        "slowest_rank": None if run.single else slow.rank.number, "transfer_ms": transfer, "wait_ms": wait,
-        "warnings": list(replay.warnings),
+        "method_share": method_share(np.array(methods, dtype=object),
+                                     np.array([r.method_ns[m] for r in run.ranks for m in r.method_ns],
+                                              dtype=np.int64)),
+        "iteration_source": head.source, "profiler_overhead_ms": slow.overhead_ms, "ranks": len(run.ranks),
+        "slowest_rank": None if single else slow.number, "transfer_ms": transfer, "wait_ms": wait,
+        "warnings": list(run.warnings),
     }
 
 
-def communication(rr: RankReplay, dp: DataParallel) -> dict[str, Any]:
-    """SCALEOUT_COLUMNS of a scale-out rank (module doc); {} for a recorded run."""
-    if rr.scaled_out is None:
+def communication(rank: Any, dp: DataParallel) -> dict[str, Any]:
+    """SCALEOUT_COLUMNS of a scale-out rank (its RankReplay or RankFigures: module doc); {} for a recorded run."""
+    so = getattr(rank, "scaled_out", None)
+    fig = so.communication() if so is not None else getattr(rank, "communication", None)
+    if fig is None:
         return {}
-    fig = rr.scaled_out.communication()
     steps = fig[fig["step"] >= 0] if (fig["step"] >= 0).any() else fig
     return {"world_size": dp.world_size, "strategy": dp.strategy, "collectives": float(steps["collectives"].mean()),
             "comm_ms": float(steps["comm_busy_ns"].mean()) / 1e6,
@@ -134,19 +178,22 @@ def communication(rr: RankReplay, dp: DataParallel) -> dict[str, Any]:
 
 def collective_split(replay: Replay, position: int) -> tuple[Optional[float], Optional[float]]:
     """(transfer, wait) ms per step of rank ``position``'s matched collectives; (None, None) for one rank."""
-    if len(replay.ranks) == 1:
+    return _split(replay.collectives, position, len(replay.ranks[position].tables.steps), len(replay.ranks))
+
+
+def _split(c: pd.DataFrame, position: int, steps: int, ranks: int) -> tuple[Optional[float], Optional[float]]:
+    if ranks == 1:
         return None, None
-    c = replay.collectives
     mine = c[c["rank"] == position]
-    steps = max(len(replay.ranks[position].tables.steps), 1)
+    steps = max(steps, 1)
     return float(mine["transfer_ns"].sum()) / steps / 1e6, float(mine["wait_ns"].sum()) / steps / 1e6
 
 
-def run_peak_memory(run: Run) -> tuple[Optional[float], str]:
-    """The largest rank's peak memory and its source (memory.peak_memory); "unknown" when no rank shows it."""
-    from habitat_trace.analysis.memory import UNKNOWN, peak_memory
+def run_peak_memory(peaks: Sequence[tuple[Optional[float], str]]) -> tuple[Optional[float], str]:
+    """The largest rank's peak memory and its source (memory.peak_memory of each rank); "unknown" when no rank
+    shows it."""
+    from habitat_trace.analysis.memory import UNKNOWN
 
-    peaks = [peak_memory(r.tables) for r in run.ranks]
     known = [p for p in peaks if p[0] is not None]
     return max(known, key=lambda p: p[0] or 0.0) if known else (None, UNKNOWN)
 

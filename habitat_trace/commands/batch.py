@@ -99,19 +99,55 @@ def units(runs: Sequence[Sequence[Path]], targets: Sequence[GpuSpec], jobs: int)
 
 
 def execute(runs: Sequence[Sequence[Path]], targets: Sequence[GpuSpec], options: Options,
-            paths: dict[tuple[Path, str], Path], jobs: int, one_file: bool) -> list[dict[str, Any]]:
-    """Every unit's rows, in input order; Interrupted on a signal (module doc)."""
+            paths: dict[tuple[Path, str], Path], jobs: int, one_file: bool,
+            dask: Optional[str] = None) -> list[dict[str, Any]]:
+    """Every unit's rows, in input order; Interrupted on a signal (module doc). The ranks of a distributed run go
+    through pipeline/fanout.py (one rank's tables in a process at a time), on ``jobs`` processes or ``dask``."""
     from habitat_trace.commands.common import note, progress
 
-    n, why = plan_jobs([sum(uncompressed_size(f) for f in run) for run in runs], jobs, len(runs) * len(targets))
-    if why:
-        note(f"note: {why}", err=True)
-    work = units(runs, targets, n)
-    total = sum(len(u.files) * len(u.targets) for u in work)
+    # --world-size on a run of several ranks is refused by pipeline.Run, with its error row
+    ranked = [run for run in runs if len(run) > 1 and not options.data_parallel.active]
+    alone = [run for run in runs if run not in ranked]
     with progress(f"scaling {_n(sum(len(r) for r in runs), 'trace')} to {_n(len(targets), 'GPU')}") as step:
-        if n == 1:
-            return _in_process(work, options, paths, one_file, step)
-        return _in_pool(work, options, paths, n, lambda written: step(f"wrote {written} of {_n(total, 'trace')}"))
+        rows = [row for run in ranked for row in _fanned(run, targets, options, paths, jobs, dask, step)]
+        if not alone:
+            return rows
+        n, why = plan_jobs([sum(uncompressed_size(f) for f in run) for run in alone], jobs,
+                           len(alone) * len(targets))
+        if why:
+            note(f"note: {why}", err=True)
+        work = units(alone, targets, n)
+        total = sum(len(u.files) * len(u.targets) for u in work)
+        try:
+            if n == 1:
+                return rows + _in_process(work, options, paths, one_file, step)
+            return rows + _in_pool(work, options, paths, n,
+                                   lambda written: step(f"wrote {written} of {_n(total, 'trace')}"))
+        except Interrupted as exc:
+            raise Interrupted(rows + exc.rows, exc.exit_code) from None
+
+
+def _fanned(files: Sequence[Path], targets: Sequence[GpuSpec], options: Options, paths: dict[tuple[Path, str], Path],
+            jobs: int, dask: Optional[str], say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The rows of one distributed run, scaled by pipeline.fanout (its traces written beside their outputs, renamed
+    into place at the end); a row per rank with the error when it fails; Interrupted (nothing renamed) on a signal."""
+    from habitat_trace.pipeline.fanout import fan_out, open_pool, staging
+
+    mine = [p for (f, _), p in paths.items() if f in set(files)]
+    try:
+        with open_pool(files, jobs, dask) as pool:
+            rows = fan_out(files, options, targets, pool, write=paths, progress=say).rows
+        for row in rows:
+            os.replace(staging(Path(row["output"])), row["output"])
+        return rows
+    except HabitatTraceError as exc:
+        return error_rows(list(files), str(exc))
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise Interrupted([], 128 + signal.SIGINT if isinstance(exc, KeyboardInterrupt) else
+                          exc.code if isinstance(exc.code, int) else 128 + signal.SIGTERM) from None
+    finally:
+        for p in mine:
+            staging(p).unlink(missing_ok=True)
 
 
 def _in_process(work: list[Unit], options: Options, paths: dict[tuple[Path, str], Path], one_file: bool,

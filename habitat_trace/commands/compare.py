@@ -37,10 +37,11 @@ SHOWN = (
 
 
 def report(trace: Path, to: Sequence[str], options: Options, prices: Sequence[str] = (),
-           plot: Optional[Path] = None) -> Report:
-    from habitat_trace.analysis.compare import gpu_table
+           plot: Optional[Path] = None, jobs: int = 1, dask: Optional[str] = None) -> Report:
+    from habitat_trace.analysis.compare import gpu_table, ranks_table
     from habitat_trace.commands.common import progress
     from habitat_trace.pipeline import Run
+    from habitat_trace.pipeline.fanout import open_pool, rank_files
 
     targets = options.targets(to)  # unknown names (and prices' GPUs) fail before the trace is read
     overrides = options.prices(prices)
@@ -48,10 +49,17 @@ def report(trace: Path, to: Sequence[str], options: Options, prices: Sequence[st
         from habitat_trace.commands.plot import check_plot_path
 
         check_plot_path(plot)
+    # the ranks of a run: one rank's tables in a process at a time (pipeline/fanout.py), on --jobs or --dask
+    files = [] if options.data_parallel.active else rank_files(Path(trace))
     with progress(f"reading {Path(trace).name}") as step:
-        run = Run.open(trace, options)
-        step("predicting and replaying")
-        table = gpu_table(run, targets, overrides, progress=lambda gpu: step(f"done {gpu}"))
+        if files:
+            with open_pool(files, jobs, dask) as pool:
+                table = ranks_table(files, options, targets, pool, overrides, progress=lambda gpu: step(f"done {gpu}"))
+        else:
+            run = Run.open(trace, options)
+            step("predicting and replaying")
+            table = gpu_table(run, targets, overrides, progress=lambda gpu: step(f"done {gpu}"))
+    ranks = int(table["ranks"].iat[0])
     if plot is not None:
         from habitat_trace.commands.plot import plot_compare
 
@@ -61,8 +69,8 @@ def report(trace: Path, to: Sequence[str], options: Options, prices: Sequence[st
     if dp.active:
         title = (f"steady-state iteration of one of {dp.world_size} {dp.strategy.upper()} ranks per GPU, synthesized "
                  "from the one-GPU trace, without the profiler (first row: the origin GPU)")
-    if not run.single:
-        title = (f"steady-state iteration of the slowest of {len(run.ranks)} ranks per GPU (joint replay), without "
+    if ranks > 1:
+        title = (f"steady-state iteration of the slowest of {ranks} ranks per GPU (joint replay), without "
                  "the profiler (first row: the origin)")
     rows = table.to_dict(orient="records")
     warnings = tuple(dict.fromkeys(f"{r['gpu']}: {w}" for r in rows for w in r["warnings"]))

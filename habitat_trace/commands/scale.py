@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pandas as pd
 
@@ -54,7 +54,8 @@ def output_paths(files: list[Path], out: str, targets: list[GpuSpec]) -> dict[tu
     return {(f, t.name): path / output_name(f, t) for f in files for t in targets}
 
 
-def report(trace: Path, to: list[str], out: str, options: Options, jobs: int = 1) -> Report:
+def report(trace: Path, to: list[str], out: str, options: Options, jobs: int = 1,
+           dask: Optional[str] = None) -> Report:
     """Scale every run of ``trace`` to every target (module doc); the report of what was written."""
     from habitat_trace.commands import batch
     from habitat_trace.emit.writer import check_output
@@ -66,7 +67,7 @@ def report(trace: Path, to: list[str], out: str, options: Options, jobs: int = 1
     paths = output_paths(files, out, targets)
     for p in paths.values():
         check_output(p, tuple(files))
-    rows = batch.execute(runs, targets, options, paths, jobs, one_file=not Path(trace).is_dir())
+    rows = batch.execute(runs, targets, options, paths, jobs, one_file=not Path(trace).is_dir(), dask=dask)
     result = outputs_report(rows)
     if Path(trace).is_dir():
         from habitat_trace.emit.writer import write_bytes

@@ -1,0 +1,399 @@
+"""A run of several ranks, no process holding more than one rank's tables: map -> reduce -> map over the ranks, in
+this process, in N local processes (``--jobs N``) or on a Dask cluster (``--dask ADDRESS``), one code for all three.
+
+1. map (``_summarize``): per rank, ingest, predict on every target and reduce the rank to its summary for the joint
+   replay (timeline/summary.py) on each host clock it is replayed on: the central one and the band's fast and slow
+   ends (pipeline.run.BandEnds); a few values per collective.
+2. reduce (``joint.settle``): per target and clock, the joint replay on the summaries alone.
+3. map (``_finish``): per rank, ingest again, replay on the settled durations (joint_replay's last step) and keep what
+   the caller needs: the rank's figures (``RankFigures``: compare's row), and for ``scale`` its written traces. The
+   launch-queue rounds of joint.replay_ranks (a stream holding 1,021 pending launches: rare) repeat 2 and 3 with the
+   delayed ranks' new summaries; traces are written beside their output and renamed once no round follows.
+
+Every step is Run.replay's on the same ranks (the same functions, in the same order): the figures and traces are
+those of the single-process path (tests/test_fanout.py). A task's memory is ``PEAK_PER_BYTE`` x its trace's JSON
+size (commands/batch.py), declared to the scheduler: a Dask task asks for that much of the workers' ``MEMORY``
+resource, the local pool runs at most MemAvailable / the largest estimate processes.
+"""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from habitat_trace.errors import HabitatTraceError
+from habitat_trace.pipeline.options import Options
+from habitat_trace.pipeline.run import BandEnds, Headline, RankReplay, Replay
+from habitat_trace.scale.gpu import GpuSpec
+from habitat_trace.timeline.joint import MAX_QUEUE_ROUNDS, Settled, settle
+from habitat_trace.timeline.summary import RankSummary
+
+log = logging.getLogger(__name__)
+
+CLOCKS = ("central", "fast", "slow")  # the host clocks a rank is replayed on: Rank.clock, Rank.band's two ends
+MEMORY_RESOURCE = "MEMORY"  # the Dask worker resource a task's memory is declared in (bytes)
+STAGING = ".habitat-staging"  # suffix of a trace written before its run's last queue round
+
+
+@dataclass(frozen=True)
+class RankFigures:
+    """One rank on one target, as compare reports it: its headline, steps, the profiler overhead removed, its GPU
+    time per prediction method (the joint durations), its prediction warnings, and a scale-out's communication."""
+
+    number: Optional[int]
+    headline: Headline
+    steps: int
+    overhead_ms: float
+    method_ns: dict[str, int]
+    warnings: tuple[str, ...]
+    communication: Optional[pd.DataFrame] = None  # ScaledOut.communication() of a --world-size rank
+
+    @classmethod
+    def of(cls, rr: RankReplay) -> "RankFigures":
+        from habitat_trace.pipeline.host import overhead_ms
+
+        dur = np.asarray(rr.prediction.dur_ns, dtype=np.int64)
+        methods = pd.Series(dur).groupby(np.asarray(rr.prediction.method, dtype=object)).sum()
+        return cls(rr.rank.number, rr.headline, len(rr.tables.steps), overhead_ms(rr.host),
+                   {str(k): int(v) for k, v in methods.items()}, tuple(rr.prediction.warnings),
+                   rr.scaled_out.communication() if rr.scaled_out is not None else None)
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """The run on one target (None: each rank on its origin GPU): every rank's figures, the joint replay's
+    collectives (per rank and matched collective, transfer_ns and wait_ns) and the warnings."""
+
+    gpu: GpuSpec
+    target: Optional[GpuSpec]
+    ranks: tuple[RankFigures, ...]
+    collectives: pd.DataFrame
+    warnings: tuple[str, ...]
+
+    @classmethod
+    def of(cls, replay: Replay) -> "RunFigures":
+        return cls(replay.gpu, replay.target, tuple(RankFigures.of(r) for r in replay.ranks), replay.collectives,
+                   replay.warnings)
+
+    def slowest(self) -> int:
+        """The position of the rank whose iteration sets the run's step (the first of equals)."""
+        its = [r.headline.iteration_ms for r in self.ranks]
+        return its.index(max(its))
+
+
+# --- the pools: where the maps run --------------------------------------------------------------------------
+
+
+class LocalPool:
+    """This process (``jobs`` 1) or ``jobs`` worker processes, kept for the run's maps."""
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self._pool: Optional[ProcessPoolExecutor] = None
+
+    def map(self, fn: Callable[..., Any], items: Sequence[tuple], memory: Sequence[int]) -> list[Any]:
+        if self.jobs == 1:
+            return [fn(*args) for args in items]
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs)
+        return list(self._pool.map(_star, [(fn, args) for args in items]))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+
+class DaskPool:
+    """The workers of a Dask cluster (``dask.distributed.Client``); each task asks for its memory estimate of the
+    workers' MEMORY resource (start them with ``--resources MEMORY=<bytes>``)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        workers = client.scheduler_info().get("workers", {})
+        self.capacity = max((w.get("resources", {}).get(MEMORY_RESOURCE, 0) for w in workers.values()), default=0)
+        if not self.capacity:
+            raise HabitatTraceError(f"{client.scheduler.address}: no Dask worker declares a {MEMORY_RESOURCE} "
+                                    f"resource; start the workers with --resources {MEMORY_RESOURCE}=<bytes each may "
+                                    "use>, e.g. `dask worker ADDRESS --resources MEMORY=64e9`")
+
+    @classmethod
+    def connect(cls, address: str) -> "DaskPool":
+        try:
+            from dask.distributed import Client
+        except ImportError:
+            raise HabitatTraceError(f"--dask {address}: Dask is not installed; pip install 'habitat-trace[dask]'") \
+                from None
+        try:
+            return cls(Client(address, timeout=30))
+        except OSError as exc:
+            raise HabitatTraceError(f"--dask {address}: no Dask scheduler answers there ({exc}); give the address "
+                                    "`dask scheduler` printed, e.g. tcp://host:8786") from None
+
+    def map(self, fn: Callable[..., Any], items: Sequence[tuple], memory: Sequence[int]) -> list[Any]:
+        big = max(memory, default=0)
+        if big > self.capacity:
+            raise HabitatTraceError(f"a rank needs ~{big / 2**30:.1f} GiB ({_PEAK_NOTE}) but the largest Dask worker "
+                                    f"offers {self.capacity / 2**30:.1f} GiB of {MEMORY_RESOURCE}; start workers "
+                                    "with more")
+        futures = [self.client.submit(fn, *args, resources={MEMORY_RESOURCE: m}, pure=False)
+                   for args, m in zip(items, memory)]
+        return list(self.client.gather(futures))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+_PEAK_NOTE = "ingest's peak, ~3x its trace's JSON"
+
+
+def _star(job: tuple[Callable[..., Any], tuple]) -> Any:
+    fn, args = job
+    return fn(*args)
+
+
+@contextmanager
+def open_pool(files: Sequence[Path], jobs: int = 1, dask: Optional[str] = None) -> Iterator[Any]:
+    """The pool the maps of ``files`` run on: the Dask cluster at ``dask``, else ``jobs`` local processes capped by
+    the CPUs and by MemAvailable / the largest rank's estimate (batch.plan_jobs; 1: this process). Closed after."""
+    from habitat_trace.commands.batch import plan_jobs, uncompressed_size
+
+    if dask:
+        pool: Any = DaskPool.connect(dask)
+    else:
+        n, why = plan_jobs([uncompressed_size(f) for f in files], jobs, len(files))
+        if why:
+            log.warning(why)
+        pool = LocalPool(n)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def rank_files(path: Path) -> list[Path]:
+    """The traces of ``path`` when it is a directory of the ranks of one distributed run (runs_in: each trace's
+    top-level keys only), in rank order; [] otherwise (a file, one trace, or traces of several runs)."""
+    from habitat_trace.pipeline.run import runs_in
+
+    if not path.is_dir():
+        return []
+    runs = runs_in(path)
+    return list(runs[0]) if len(runs) == 1 and len(runs[0]) > 1 else []
+
+
+# --- the tasks ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankMap:
+    """What the first map keeps of a rank: its summaries (per target, per clock of CLOCKS) and the figures of the
+    rank that need no other rank."""
+
+    number: Optional[int]
+    origin: GpuSpec
+    summaries: tuple[tuple[RankSummary, ...], ...]
+    prediction_warnings: tuple[tuple[str, ...], ...]  # per target
+    host_warnings: tuple[str, ...]
+    peak_memory: tuple[Optional[float], str]
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One joint replay of a rank: a target and a clock of CLOCKS, the durations the reduce settled for its matched
+    collectives (``rows``, ``dur_ns``), and the launch-queue delays its clock carries from earlier rounds."""
+
+    rows: np.ndarray
+    dur_ns: np.ndarray
+    delays: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
+    check: bool = True  # look for launch-queue delays (joint.replay_ranks: at most MAX_QUEUE_ROUNDS rounds)
+
+
+@dataclass(frozen=True)
+class RankRound:
+    """A rank after the second map: its figures per target; per combo the delays its launch queue adds and its
+    summary on the delayed clock (None: no delay); the rows of the traces it wrote (scale)."""
+
+    figures: tuple[RankFigures, ...]
+    delays: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, RankSummary]]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _rank(path: Path, options: Options) -> Any:
+    from habitat_trace.ingest.trace import load
+    from habitat_trace.pipeline.run import Rank
+
+    return Rank(load(path), options)
+
+
+def _clocks(rank: Any) -> tuple[Any, Any, Any]:
+    return rank.clock.clock, rank.band.fast, rank.band.slow
+
+
+def _predictions(rank: Any, targets: Sequence[Optional[GpuSpec]]) -> list[Any]:
+    from habitat_trace.scale.engine import predict
+
+    return [predict(rank.tables, rank.origin, t if t is not None else rank.origin) for t in targets]
+
+
+def _summarize(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...], several: bool) -> RankMap:
+    """The first map (module doc)."""
+    from habitat_trace.analysis.memory import peak_memory
+    from habitat_trace.timeline.summary import summarize
+
+    r = _rank(path, options)
+    preds = _predictions(r, targets)
+    summaries = []
+    for p in preds:
+        done: dict[int, RankSummary] = {}  # a point band's ends are the central clock: summarized once
+        summaries.append(tuple(done.setdefault(id(c), summarize(r.tables, p.dur_ns, c)) for c in _clocks(r)))
+    host = tuple(f"rank {r.number}: {w}" if several else w for w in r.clock.warnings)
+    return RankMap(r.number, r.origin, tuple(summaries), tuple(tuple(p.warnings) for p in preds), host,
+                   peak_memory(r.tables))
+
+
+def _finish(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...],
+            combos: dict[tuple[int, int], Combo], write: Optional[dict[tuple[Path, str], Path]]) -> RankRound:
+    """The second map (module doc): the rank's replays on the settled durations, its figures per target and, with
+    ``write`` (scale's output paths), its traces written to their staging paths."""
+    from habitat_trace.pipeline.figures import iteration_figures
+    from habitat_trace.timeline.joint import queue_delays
+    from habitat_trace.timeline.replay import replay
+    from habitat_trace.timeline.summary import summarize
+
+    r = _rank(path, options)
+    preds = _predictions(r, targets)
+    clocks = _clocks(r)
+    delays: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, RankSummary]] = {}
+    replays: list[RankReplay] = []
+    for ti, p in enumerate(preds):
+        out = []
+        for ci, base in enumerate(clocks):
+            c = combos[(ti, ci)]
+            clock = base
+            for at, d in c.delays:
+                clock = clock.delayed(at, d)
+            dur = np.asarray(p.dur_ns, dtype=np.int64).copy()
+            dur[c.rows] = c.dur_ns
+            joint = replace(p, dur_ns=dur) if len(c.rows) else p
+            tl = replay(r.tables, joint, clock)
+            if c.check:
+                at, d = queue_delays(r.tables, tl)
+                if len(at):
+                    later = clock.delayed(at, d)
+                    delays[(ti, ci)] = (at, d, summarize(r.tables, p.dur_ns, later))
+            out.append((joint, tl, clock))
+        (joint, tl, clock), fast, slow = out[0], out[1][1], out[2][1]
+        host = r.clock if clock is r.clock.clock else replace(r.clock, clock=clock)
+        ends = _Ends(iteration_figures(r.tables, fast)[0], iteration_figures(r.tables, slow)[0])
+        replays.append(RankReplay(r, joint, tl, host, band_ends=BandEnds(ends, [r.band])))
+    rows = _write(replays, targets, write) if write is not None and not delays else []
+    return RankRound(tuple(RankFigures.of(rr) for rr in replays), delays, rows)
+
+
+class _Ends:
+    """BandEnds' replays, already done: it asks for the fast clocks' iterations first, then the slow ones'
+    (pipeline.run.BandEnds.of)."""
+
+    def __init__(self, fast: float, slow: float) -> None:
+        self._left = [[slow], [fast]]
+
+    def __call__(self, clocks: Sequence[Any]) -> list[float]:
+        return self._left.pop()
+
+
+def _write(replays: list[RankReplay], targets: Sequence[Optional[GpuSpec]],
+           paths: dict[tuple[Path, str], Path]) -> list[dict[str, Any]]:
+    """Each target's trace of the rank, written to its staging path; the report's rows name the final path."""
+    from habitat_trace.commands.batch import output_row
+    from habitat_trace.emit.writer import write_trace
+    from habitat_trace.pipeline.document import target_document
+
+    rows = []
+    base = replays[0]
+    for rr, t in zip(replays[1:], targets[1:]):
+        final = paths[(rr.tables.path, t.name)]  # type: ignore[union-attr]
+        write_trace(target_document(rr), staging(final))
+        rows.append(output_row(base, rr, final, single=False))
+    return rows
+
+
+def staging(path: Path) -> Path:
+    return path.with_name(path.name + STAGING)
+
+
+# --- the driver -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fanned:
+    """The run on every target (``figures``: the origin first), with each rank's peak memory; ``rows``: scale's
+    report rows of the traces written."""
+
+    figures: tuple[RunFigures, ...]
+    peak_memory: tuple[tuple[Optional[float], str], ...]
+    rows: list[dict[str, Any]]
+
+
+def fan_out(files: Sequence[Path], options: Options, targets: Sequence[GpuSpec], pool: Any,
+            write: Optional[dict[tuple[Path, str], Path]] = None,
+            progress: Callable[[str], None] = log.info) -> Fanned:
+    """The ranks ``files`` (one run, in rank order) on the origin and every target (module doc); ``pool``: where the
+    maps run (LocalPool, DaskPool); ``write``: scale's output path per (trace, target name)."""
+    from habitat_trace.commands.batch import PEAK_PER_BYTE, uncompressed_size
+
+    files = [Path(f) for f in files]
+    every: tuple[Optional[GpuSpec], ...] = (None, *targets)
+    memory = [int(PEAK_PER_BYTE * uncompressed_size(f)) for f in files]
+    progress(f"summarizing {len(files)} ranks for the joint replay")
+    maps: list[RankMap] = pool.map(_summarize, [(f, options, every, True) for f in files], memory)
+    combos = [(ti, ci) for ti in range(len(every)) for ci in range(len(CLOCKS))]
+    summaries = {k: [m.summaries[k[0]][k[1]] for m in maps] for k in combos}
+    history: dict[tuple[int, int], list[tuple[tuple[np.ndarray, np.ndarray], ...]]] = \
+        {k: [()] * len(files) for k in combos}
+    settled = {k: settle(summaries[k]) for k in combos}
+    for rounds in range(MAX_QUEUE_ROUNDS + 1):
+        progress(f"replaying {len(files)} ranks on {len(every)} GPUs" + (f" (launch-queue round {rounds})"
+                                                                         if rounds else ""))
+        plans = [{k: Combo(*_mine(settled[k], r), history[k][r], rounds < MAX_QUEUE_ROUNDS) for k in combos}
+                 for r in range(len(files))]
+        done: list[RankRound] = pool.map(_finish, [(f, options, every, p, write) for f, p in zip(files, plans)],
+                                         memory)
+        again = {k for d in done for k in d.delays}
+        if not again:
+            break
+        for k in again:  # joint.replay_ranks: the delayed clocks' ranks summarized anew, the joint replay again
+            for r, d in enumerate(done):
+                if k in d.delays:
+                    at, dl, s = d.delays[k]
+                    history[k][r] = history[k][r] + ((at, dl),)
+                    summaries[k][r] = s
+            settled[k] = settle(summaries[k])
+    figures = tuple(_run_figures(maps, [d.figures[ti] for d in done], settled[(ti, 0)], every[ti])
+                    for ti in range(len(every)))
+    rows = [d.rows[ti] for ti in range(len(targets)) for d in done if d.rows]  # per target, in rank order
+    return Fanned(figures, tuple(m.peak_memory for m in maps), rows)
+
+
+def _mine(s: Settled, rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, durations) of rank ``rank``'s matched collectives in the settled joint replay."""
+    c = s.collectives
+    if not len(c):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    mine = (c["rank"] == rank).to_numpy()
+    return c["row"].to_numpy()[mine], (c["transfer_ns"] + c["wait_ns"]).to_numpy()[mine]
+
+
+def _run_figures(maps: Sequence[RankMap], ranks: Sequence[RankFigures], s: Settled,
+                 target: Optional[GpuSpec]) -> RunFigures:
+    """Run.replay's Replay, as figures: the warnings in its order (every rank's prediction warnings once each, the
+    ranks' host warnings, the joint replay's)."""
+    preds = [w for r in ranks for w in r.warnings]
+    warnings = tuple(dict.fromkeys(preds + [w for m in maps for w in m.host_warnings] + list(s.warnings)))
+    gpu = target if target is not None else maps[0].origin
+    return RunFigures(gpu, target, tuple(ranks), s.collectives, warnings)

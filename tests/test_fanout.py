@@ -1,0 +1,93 @@
+"""A run of several ranks through pipeline/fanout.py (map -> reduce -> map, one rank's tables in a process at a time)
+gives Run.replay's figures and traces, byte for byte: in this process, in local processes (--jobs) and on a real
+Dask cluster (the recipe of docs/distributed.md, on a 64-rank run replicated from a real 2-rank one)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from habitat_trace.analysis.compare import gpu_table, ranks_table
+from habitat_trace.ingest.trace import load
+from habitat_trace.pipeline import Options, Run
+from habitat_trace.pipeline.fanout import LocalPool, fan_out
+from habitat_trace.scale.specs import load_catalog
+from tests.dist_helpers import replicate_ranks
+
+CATALOG = load_catalog(None)
+DATA = Path(__file__).parent / "data"
+DDP = [DATA / "dist_mlp_h100x2" / f"ddp-rank{r}.pt.trace.json.gz" for r in (0, 1)]
+FSDP = [DATA / "fsdp_mlp_h100x2" / f"rank{r}.pt.trace.json.gz" for r in (0, 1)]
+
+
+def single_process(files: list[Path], targets: list[str], options: Options) -> pd.DataFrame:
+    return gpu_table(Run([load(f) for f in files], options), [CATALOG.resolve(t) for t in targets])
+
+
+@pytest.mark.parametrize("files", [DDP, FSDP], ids=["ddp", "fsdp"])
+def test_fanned_compare_equals_the_single_process_one(files: list[Path]) -> None:
+    options = Options(CATALOG)
+    targets = ["A100", "T4"]
+    fanned = ranks_table(files, options, [CATALOG.resolve(t) for t in targets], LocalPool(1))
+    pd.testing.assert_frame_equal(fanned, single_process(files, targets, options), check_exact=True)
+
+
+def test_fanned_joint_replay_equals_run_replay(tmp_path: Path) -> None:
+    """Four ranks (the DDP pair twice): the settled collectives, per target, as Run.replay's."""
+    files = replicate_ranks(DDP, 4, tmp_path / "ranks")
+    options = Options(CATALOG)
+    a100 = CATALOG.resolve("A100")
+    fanned = fan_out(files, options, [a100], LocalPool(2))
+    run = Run([load(f) for f in files], options)
+    for figures, replay in zip(fanned.figures, [run.baseline(), run.replay(a100)]):
+        pd.testing.assert_frame_equal(figures.collectives, replay.collectives, check_exact=True)
+        assert [r.headline for r in figures.ranks] == [r.headline for r in replay.ranks]
+        assert figures.warnings == replay.warnings
+
+
+RECIPE_START = "<!-- recipe: tests/test_fanout.py runs these lines on a local cluster -->"
+
+
+def recipe() -> list[str]:
+    """The habitat-trace lines of docs/distributed.md's Dask recipe."""
+    doc = (Path(__file__).parent.parent / "docs" / "distributed.md").read_text()
+    block = doc.split(RECIPE_START, 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.startswith("habitat-trace ")]
+
+
+@pytest.mark.slow
+def test_64_ranks_on_a_dask_cluster_as_in_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The recipe's compare on a real (in-process) Dask cluster: a 64-rank run replicated from the real 2-rank DDP
+    one; the table and the joint replay (every rank's matched collectives, transfer and wait) are the single-process
+    path's (pipeline.Run, every rank's tables in this process), byte for byte."""
+    distributed = pytest.importorskip("distributed")
+    import habitat_trace.analysis.compare as analysis
+    import habitat_trace.pipeline.fanout as fanout
+    from habitat_trace.cli import main
+
+    ranks = tmp_path / "ranks"
+    replicate_ranks(DDP, 64, ranks)
+    (line,) = [x for x in recipe() if x.startswith("habitat-trace compare")]
+    seen: dict = {}
+    fan_out_, gpu_table_ = fanout.fan_out, analysis.gpu_table
+    monkeypatch.setattr(fanout, "fan_out", lambda *a, **k: seen.setdefault("fanned", fan_out_(*a, **k)))
+    with distributed.LocalCluster(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None,
+                                  resources={fanout.MEMORY_RESOURCE: 2e9}) as cluster:
+        argv = line.replace("tcp://scheduler:8786", cluster.scheduler_address).split()[1:]
+        argv[argv.index("ranks/")] = str(ranks)
+        main(argv + ["--format", "csv"])
+    on_dask = capsys.readouterr().out
+    # the single-process path: the same command with every rank's tables in this process
+    monkeypatch.setattr(fanout, "rank_files", lambda path: [])
+    monkeypatch.setattr(analysis, "gpu_table", lambda run, *a, **k: gpu_table_(seen.setdefault("run", run), *a, **k))
+    main([a for a in argv if a != "--dask" and a != cluster.scheduler_address] + ["--format", "csv"])
+    assert capsys.readouterr().out == on_dask
+    run, fanned = seen["run"], seen["fanned"]
+    assert len(run.ranks) == 64 and len(fanned.figures[0].ranks) == 64
+    targets = [CATALOG.resolve(t) for t in argv[argv.index("--to") + 1].split(",")]
+    for figures, replay in zip(fanned.figures, [run.baseline()] + [run.replay(t) for t in targets]):
+        assert len(replay.collectives) == 64 * 32  # every DDP all-reduce matched on every rank
+        pd.testing.assert_frame_equal(figures.collectives, replay.collectives, check_exact=True)
+        assert [r.headline for r in figures.ranks] == [r.headline for r in replay.ranks]
