@@ -125,17 +125,15 @@ def replicate_ranks(sources: list[Path], world: int, out: Path) -> list[Path]:
     """A ``world``-rank run from the rank traces ``sources`` of a real run: rank r is ``sources[r % len(sources)]``
     with distributedInfo's rank r and world size ``world``. Every copy keeps its collectives (process group, Seq,
     order), so each matches on every rank; the joint replay waits for the slowest source rank's copies."""
+    import orjson
+
     out.mkdir(parents=True, exist_ok=True)
-    docs = []
-    for s in sources:
-        with (gzip.open(s, "rt") if s.suffix == ".gz" else open(s)) as f:
-            docs.append(json.load(f))
+    docs = [orjson.loads(gzip.decompress(s.read_bytes()) if s.suffix == ".gz" else s.read_bytes()) for s in sources]
     files = []
     for r in range(world):
         doc = docs[r % len(docs)]
-        info = dict(doc.get("distributedInfo") or {})
-        info.update(rank=r, world_size=world)
+        info = {**(doc.get("distributedInfo") or {}), "rank": r, "world_size": world}
         path = out / f"rank{r:04d}.pt.trace.json.gz"
-        write({**doc, "distributedInfo": info}, path)
+        path.write_bytes(gzip.compress(orjson.dumps({**doc, "distributedInfo": info}), compresslevel=1))
         files.append(path)
     return files

@@ -91,3 +91,15 @@ def test_64_ranks_on_a_dask_cluster_as_in_one_process(tmp_path: Path, monkeypatc
         assert len(replay.collectives) == 64 * 32  # every DDP all-reduce matched on every rank
         pd.testing.assert_frame_equal(figures.collectives, replay.collectives, check_exact=True)
         assert [r.headline for r in figures.ranks] == [r.headline for r in replay.ranks]
+
+
+@pytest.mark.slow
+def test_a_dask_cluster_without_memory_is_refused_before_any_work() -> None:
+    """A task that asks for a resource no worker has would wait forever: one error naming the fix instead."""
+    distributed = pytest.importorskip("distributed")
+    from habitat_trace.errors import HabitatTraceError
+    from habitat_trace.pipeline.fanout import DaskPool
+
+    with distributed.LocalCluster(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as c:
+        with pytest.raises(HabitatTraceError, match="--resources MEMORY="):
+            DaskPool.connect(c.scheduler_address)

@@ -100,9 +100,14 @@ class LocalPool:
     def map(self, fn: Callable[..., Any], items: Sequence[tuple], memory: Sequence[int]) -> list[Any]:
         if self.jobs == 1:
             return [fn(*args) for args in items]
+        from concurrent.futures.process import BrokenProcessPool
+
         if self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=self.jobs)
-        return list(self._pool.map(_star, [(fn, args) for args in items]))
+        try:
+            return list(self._pool.map(_star, [(fn, args) for args in items]))
+        except BrokenProcessPool:
+            raise HabitatTraceError("a worker process died (out of memory?); run again with fewer --jobs") from None
 
     def close(self) -> None:
         if self._pool is not None:
@@ -118,7 +123,9 @@ class DaskPool:
         workers = client.scheduler_info().get("workers", {})
         self.capacity = max((w.get("resources", {}).get(MEMORY_RESOURCE, 0) for w in workers.values()), default=0)
         if not self.capacity:
-            raise HabitatTraceError(f"{client.scheduler.address}: no Dask worker declares a {MEMORY_RESOURCE} "
+            address = client.scheduler.address if client.scheduler is not None else "the Dask cluster"
+            client.close()
+            raise HabitatTraceError(f"{address}: no Dask worker declares a {MEMORY_RESOURCE} "
                                     f"resource; start the workers with --resources {MEMORY_RESOURCE}=<bytes each may "
                                     "use>, e.g. `dask worker ADDRESS --resources MEMORY=64e9`")
 
@@ -244,14 +251,18 @@ def _predictions(rank: Any, targets: Sequence[Optional[GpuSpec]]) -> list[Any]:
 def _summarize(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...], several: bool) -> RankMap:
     """The first map (module doc)."""
     from habitat_trace.analysis.memory import peak_memory
-    from habitat_trace.timeline.summary import summarize
+    from habitat_trace.timeline.summary import prepare, summarize
 
     r = _rank(path, options)
     preds = _predictions(r, targets)
+    prepared = prepare(r.tables)
     summaries = []
     for p in preds:
         done: dict[int, RankSummary] = {}  # a point band's ends are the central clock: summarized once
-        summaries.append(tuple(done.setdefault(id(c), summarize(r.tables, p.dur_ns, c)) for c in _clocks(r)))
+        for c in _clocks(r):
+            if id(c) not in done:
+                done[id(c)] = summarize(r.tables, p.dur_ns, c, prepared)
+        summaries.append(tuple(done[id(c)] for c in _clocks(r)))
     host = tuple(f"rank {r.number}: {w}" if several else w for w in r.clock.warnings)
     return RankMap(r.number, r.origin, tuple(summaries), tuple(tuple(p.warnings) for p in preds), host,
                    peak_memory(r.tables))

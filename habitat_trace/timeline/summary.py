@@ -183,58 +183,88 @@ class RankSummary:
         return Layout(np.array(starts, dtype=np.int64), first, last)
 
 
-def summarize(tables: Any, dur_ns: np.ndarray, clock: Optional[CpuClock] = None) -> RankSummary:
+def summarize(tables: Any, dur_ns: np.ndarray, clock: Optional[CpuClock] = None,
+              prepared: Optional["Prepared"] = None) -> RankSummary:
     """The rank's summary for the joint replay (module doc): ``dur_ns`` its predicted GPU durations, ``clock`` its
-    host clock (None: the recorded CPU times)."""
-    fields = collectives(tables)
+    host clock (None: the recorded CPU times); ``prepared``: ``prepare(tables)``, shared by a rank's summaries."""
+    prep = prepared if prepared is not None else prepare(tables)
     dur = np.asarray(dur_ns, dtype=np.int64)
-    p = _SymbolicPass(tables, dur, clock or CpuClock.identity(), fields["row"].to_numpy())
+    p = _SymbolicPass(prep, dur, clock or CpuClock.identity())
     d = p.dag
     ptr = np.zeros(len(d.terms) + 1, dtype=np.int64)
     ptr[1:] = np.cumsum([len(t) for t in d.terms])
     flat = [x for t in d.terms for x in t]
     low = [k for k, lb in p.low if p.first_const is None or lb < p.first_const]
-    return RankSummary(fields.reset_index(drop=True), dur[fields["row"].to_numpy()],
-                       np.array(d.const, dtype=np.int64), ptr, np.array([v for v, _ in flat], dtype=np.int64),
-                       np.array([w for _, w in flat], dtype=np.int64), np.array(d.coll, dtype=np.int64),
-                       p.first_const, np.array(low, dtype=np.int64), p.last_node)
+    rows = prep.fields["row"].to_numpy()
+    return RankSummary(prep.fields, dur[rows], np.array(d.const, dtype=np.int64), ptr,
+                       np.array([v for v, _ in flat], dtype=np.int64), np.array([w for _, w in flat], dtype=np.int64),
+                       np.array(d.coll, dtype=np.int64), p.first_const, np.array(low, dtype=np.int64), p.last_node)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What schedule's pass reads of a trace that no duration or clock changes (schedule.schedule builds the same
+    before its pass), and the trace's collectives."""
+
+    fields: pd.DataFrame
+    order: np.ndarray
+    waits: list[links.SyncWait]
+    deps: dict[int, list[int]]
+    code: list[int]
+    ts: list[int]
+    end: list[int]
+    launch: list[int]
+    lat: list[int]
+    gap: list[int]
+    dep_gap: list[int]
+    call_ts0: list[int]
+    call_end0: list[int]
+    call_ts_ns: np.ndarray
+    call_end_ns: np.ndarray
+    by_end: list[int]
+
+
+def prepare(trace: Any) -> Prepared:
+    """The trace's Prepared (as schedule.schedule computes it before its pass)."""
+    gpu, calls = trace.gpu, trace.calls
+    code, codes = links.stream_codes(gpu)
+    ts = gpu[S.TS].to_numpy()
+    order = np.lexsort((np.arange(len(gpu)), ts))
+    linker = links.Linker(trace, code, codes)
+    blocking, own = links.blocking_calls(trace)
+    waits = [linker.sync_wait(int(c), str(calls[S.SYNC_KIND].iat[c]), own) for c in blocking]
+    deps = _dependencies(trace, linker)
+    dep_end = np.full(len(gpu), np.iinfo(np.int64).min, dtype=np.int64)
+    end = gpu[S.END].to_numpy()
+    for row, awaited in deps.items():
+        dep_end[row] = max(int(end[a]) for a in awaited)
+    lat, gap = _launch_latency(trace, code, order, dep_end)
+    launch = gpu[S.LAUNCH].to_numpy()
+    lend = np.where(launch >= 0, calls[S.END].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
+    dep_gap = np.where((dep_end > np.iinfo(np.int64).min) & ((launch < 0) | (lend <= dep_end)), ts - dep_end, 0)
+    ends = end.tolist()
+    return Prepared(collectives(trace).reset_index(drop=True), order, waits, deps, code.tolist(), ts.tolist(), ends,
+                    launch.tolist(), lat.tolist(), gap.tolist(), dep_gap.tolist(), calls[S.TS].tolist(),
+                    calls[S.END].tolist(), calls[S.TS].to_numpy(), calls[S.END].to_numpy(),
+                    sorted(range(len(ends)), key=lambda r: (ends[r], r)))
 
 
 class _SymbolicPass:
     """schedule._run and schedule._Pass over Exprs (module doc): the same order and the same rules, each max a
-    ``_Dag.mx``. Rows ``held`` (the collectives) end at their node."""
+    ``_Dag.mx``. The collectives end at their node."""
 
-    def __init__(self, trace: Any, dur: np.ndarray, clock: CpuClock, held: np.ndarray) -> None:
-        gpu, calls = trace.gpu, trace.calls
-        code, codes = links.stream_codes(gpu)
-        ts_arr = gpu[S.TS].to_numpy()
-        order = np.lexsort((np.arange(len(gpu)), ts_arr))
-        linker = links.Linker(trace, code, codes)
-        blocking, own = links.blocking_calls(trace)
-        waits = [linker.sync_wait(int(c), str(calls[S.SYNC_KIND].iat[c]), own) for c in blocking]
-        deps = _dependencies(trace, linker)
-        dep_end = np.full(len(gpu), np.iinfo(np.int64).min, dtype=np.int64)
-        end_arr = gpu[S.END].to_numpy()
-        for row, awaited in deps.items():
-            dep_end[row] = max(int(end_arr[a]) for a in awaited)
-        lat, gap = _launch_latency(trace, code, order, dep_end)
-        launch_arr = gpu[S.LAUNCH].to_numpy()
-        lend = np.where(launch_arr >= 0, calls[S.END].to_numpy()[np.maximum(launch_arr, 0)] if len(calls) else 0, 0)
-        dep_gap = np.where((dep_end > np.iinfo(np.int64).min) & ((launch_arr < 0) | (lend <= dep_end)),
-                           ts_arr - dep_end, 0)
-
+    def __init__(self, prep: Prepared, dur: np.ndarray, clock: CpuClock) -> None:
         self.dag = _Dag()
-        self.ts, self.end = ts_arr.tolist(), end_arr.tolist()
-        self.launch, self.lat, self.gap, self.dep_gap = launch_arr.tolist(), lat.tolist(), gap.tolist(), dep_gap.tolist()
-        self.deps, self.code, self.dur = deps, code.tolist(), dur.tolist()
-        self.held = dict(zip(held.tolist(), range(len(held))))
-        self.call_ts0, self.call_end0 = calls[S.TS].tolist(), calls[S.END].tolist()
+        self.ts, self.end, self.launch, self.lat, self.gap = prep.ts, prep.end, prep.launch, prep.lat, prep.gap
+        self.dep_gap, self.deps, self.code, self.dur = prep.dep_gap, prep.deps, prep.code, dur.tolist()
+        rows = prep.fields["row"].tolist()
+        self.held = dict(zip(rows, range(len(rows))))
+        self.call_ts0, self.call_end0 = prep.call_ts0, prep.call_end0
         if clock.is_identity:
             self.call_ts, self.call_end = self.call_ts0, self.call_end0
         else:
-            self.call_ts = clock(calls[S.TS].to_numpy()).tolist()
-            self.call_end = clock(calls[S.END].to_numpy()).tolist()
-        self.by_end = sorted(range(len(self.ts)), key=lambda r: (self.end[r], r))
+            self.call_ts, self.call_end = clock(prep.call_ts_ns).tolist(), clock(prep.call_end_ns).tolist()
+        self.by_end = prep.by_end
         self.done_i = 0
         self.start: list[Optional[Expr]] = [None] * len(self.ts)
         self.new_end: list[Expr] = [const(0)] * len(self.ts)
@@ -246,7 +276,7 @@ class _SymbolicPass:
         self.b_shift: list[Expr] = []
         self.first_const: Optional[int] = None
         self.low: list[tuple[int, int]] = []  # (node, lower bound) of rows with terms that may start first
-        self._run(order, waits)
+        self._run(prep.order, prep.waits)
 
     def _run(self, order: np.ndarray, waits: Sequence[links.SyncWait]) -> None:
         waits = sorted(waits, key=lambda w: (self.call_end0[w.call], w.call))
