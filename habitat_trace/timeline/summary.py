@@ -10,9 +10,10 @@ D and floor F set by the other ranks. So with the rank's other durations and its
 start is max(c, X_1 + w_1, ..., X_k + w_k) over the ends X_i of the rank's earlier collectives. One symbolic pass,
 schedule's pass with each time carried as such an expression (``Expr``), records them as a small DAG: a node per
 collective (its start's expression; its value is its end) and an interned node wherever an expression would gather
-more than MAX_TERMS terms. Evaluating the DAG (``RankSummary.layout``) for given D and F gives the starts schedule
-gives, to the ns (tests/test_summary.py, on the real multi-rank fixtures at random durations and floors): its size
-grows with the collectives and the blocking calls, not with the trace.
+more than MAX_TERMS terms (a term is dropped where another term's node is known to exceed it). Evaluating the DAG
+(``RankSummary.layout``) for given D and F gives the starts schedule gives, to the ns (tests/test_summary.py, on
+the real multi-rank fixtures at random durations and floors): its size grows with the collectives and the blocking
+calls, not with the trace.
 
 joint._settle's horizon also reads the first layout's earliest start and latest end over every GPU row: the latest
 end is a node; the earliest start is the least constant start whenever no other row can start before it (its lower
@@ -35,6 +36,7 @@ from habitat_trace.timeline.schedule import NO_FLOOR, _dependencies, _launch_lat
 MAX_TERMS = 6  # an expression with more terms becomes a node of its own (any bound is exact; this keeps nodes small)
 NO_CONST = np.iinfo(np.int64).min  # a node without a constant term
 _EMPTY: dict[int, int] = {}
+FIELDS = ("row", "collective", "bytes", "pg", "seq")  # of collective_fields: what matching and the report read
 
 
 class Expr:
@@ -66,6 +68,7 @@ class _Dag:
         self.coll: list[int] = []  # the collective whose end the node is, -1 for an interned expression
         self.lb: list[int] = []
         self._var: list[dict[int, int]] = []  # {node: 0}, one object per node (mx's shared-terms path)
+        self._below: list[dict[int, int]] = []  # per node u: {v: w} with value(u) >= value(v) + w (its terms)
 
     def node(self, e: Expr, coll: int = -1) -> Expr:
         """A new node of value ``e`` (a collective's node: its end, whose lower bound is its start's), as an Expr."""
@@ -75,6 +78,7 @@ class _Dag:
         self.coll.append(coll)
         self.lb.append(e.lb)
         self._var.append({k: 0})
+        self._below.append({v: w + e.off for v, w in e.t.items()})  # a collective's end is >= its start: D >= 0
         return Expr(None, self._var[k], 0, e.lb)
 
     def mx(self, a: Expr, b: Expr) -> Expr:
@@ -98,6 +102,11 @@ class _Dag:
                 w += x.off
                 if t.get(v, w - 1) < w:
                     t[v] = w
+        for u, tu in list(t.items()):  # a term another term's node is known to exceed adds nothing
+            for v, w in self._below[u].items():
+                tv = t.get(v)
+                if tv is not None and tv <= w + tu:
+                    del t[v]
         return self._norm(c, t, 0, lb)
 
     def _norm(self, c: Optional[int], t: dict[int, int], off: int, lb: int) -> Expr:
@@ -109,12 +118,12 @@ class _Dag:
 
 
 def collectives(tables: Any) -> pd.DataFrame:
-    """Per NCCL kernel (scale.collective.collective_fields: row, collective, sizes, process group, Seq) and the
+    """Per NCCL kernel (scale.collective.collective_fields' FIELDS: row, collective, size, process group, Seq) and the
     time that orders it on its rank (``start``): its launch (the host's order, which NCCL's same-order rule is
     about), or its GPU start where no launch was seen."""
     from habitat_trace.scale.collective import collective_fields
 
-    f = collective_fields(tables)
+    f = collective_fields(tables)[list(FIELDS)]
     rows = f["row"].to_numpy()
     launch, gpu_start = tables.gpu[S.LAUNCH_TS].to_numpy()[rows], tables.gpu[S.TS].to_numpy()[rows]
     return f.assign(start=np.where(launch >= 0, launch, gpu_start))
