@@ -14,7 +14,7 @@ Sources: the FSDP pair (96 all-gathers + 48 reduce-scatters a rank in 508 GPU ro
 21 NCCL kernels) made ``--copies`` times longer (benchmarks/ingest_speed.build: shifted copies, ids remapped) and
 then replicated as 8 ranks: about the per-rank size of a DLRM-style training rank (its time in many small embedding
 kernels, a few hundred collectives a rank). ``habitat-trace compare DIR --to A100 --jobs 2`` in a fresh process;
-its own peak RSS (getrusage SELF: the two pool processes are not in it) against the ranks' summed JSON size.
+its own peak RSS (VmHWM: the two pool processes are not in it) against the ranks' summed JSON size.
 
     python benchmarks/ranks_scale.py scaling --ranks 8 64 256
     python benchmarks/ranks_scale.py parent --copies 10
@@ -97,9 +97,11 @@ def parent(copies: int, work: Path, jobs: int) -> dict[str, Any]:
     files = replicate_ranks([big], 8, work / "dlrm8")
     big.unlink()
     json_bytes = sum(uncompressed_size(f) for f in files)
-    code = ("import resource, sys\nfrom habitat_trace.cli import main\ntry:\n    main(sys.argv[1:])\n"
+    # VmHWM, not getrusage: ru_maxrss keeps the peak of the image before exec (this process, which built the set)
+    code = ("import sys\nfrom habitat_trace.cli import main\ntry:\n    main(sys.argv[1:])\n"
             "except SystemExit:\n    pass\n"
-            "print('maxrss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+            "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
+            "print('maxrss_kb', hwm, file=sys.stderr)\n")
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code, "compare", str(work / "dlrm8"), "--to", "A100", "--jobs",
                           str(jobs), "--format", "csv"], capture_output=True, text=True, check=True)

@@ -103,3 +103,32 @@ def test_a_dask_cluster_without_memory_is_refused_before_any_work() -> None:
     with distributed.LocalCluster(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as c:
         with pytest.raises(HabitatTraceError, match="--resources MEMORY="):
             DaskPool.connect(c.scheduler_address)
+
+
+@pytest.mark.slow
+def test_scale_recipe_on_a_dask_cluster_writes_the_single_process_traces(tmp_path: Path) -> None:
+    """The recipe's scale on 8 ranks replicated from the FSDP pair: every written trace is, byte for byte, the one
+    pipeline.Run writes with every rank's tables in one process (commands/batch.scale_unit)."""
+    distributed = pytest.importorskip("distributed")
+    from habitat_trace.cli import main
+    from habitat_trace.commands.batch import Unit, scale_unit
+    from habitat_trace.pipeline.document import output_name
+    from habitat_trace.pipeline.fanout import MEMORY_RESOURCE
+
+    files = replicate_ranks(FSDP, 8, tmp_path / "ranks")
+    (line,) = [x for x in recipe() if x.startswith("habitat-trace scale")]
+    argv = line.split()[1:]
+    argv[argv.index("ranks/")] = str(tmp_path / "ranks")
+    argv[argv.index("out/")] = str(tmp_path / "out") + "/"
+    (tmp_path / "out").mkdir()
+    (tmp_path / "ref").mkdir()
+    with distributed.LocalCluster(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None,
+                                  resources={MEMORY_RESOURCE: 2e9}) as cluster:
+        main([cluster.scheduler_address if a == "tcp://scheduler:8786" else a for a in argv])
+    targets = tuple(CATALOG.resolve(t) for t in argv[argv.index("--to") + 1].split(","))
+    paths = {(f, t.name): tmp_path / "ref" / output_name(f, t) for f in files for t in targets}
+    rows = scale_unit(Unit(tuple(files), targets), Options(CATALOG), paths).rows
+    assert len(rows) == 8 * len(targets) and not any(r["error"] for r in rows)
+    for p in paths.values():
+        assert (tmp_path / "out" / p.name).read_bytes() == p.read_bytes(), p.name
+    assert not list((tmp_path / "out").glob("*.habitat-staging"))

@@ -394,7 +394,40 @@ def runs_in(path: Path) -> list[list[Path]]:
 
 
 def _distributed(path: Path) -> Optional[DistributedInfo]:
+    head = _head_keys(path)
+    if head is not None and "distributedInfo" in head:
+        return DistributedInfo.from_meta(head)
     try:
         return DistributedInfo.from_meta(reader.read_meta(path))
     except HabitatTraceError:
         return None
+
+
+# Kineto writes distributedInfo before traceEvents: the document's first bytes tell a rank's place without reading
+# (and scanning) the rest, which for a directory of large ranks was the parent process's peak (docs/performance.md)
+HEAD_BYTES = 4 << 20
+
+
+def _head_keys(path: Path) -> Optional[dict]:
+    """The top-level keys before ``traceEvents`` from the document's first HEAD_BYTES; None when they are not there
+    (read_meta then reads the whole document)."""
+    import gzip
+    import zlib
+
+    import orjson
+
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
+            raw = f.read(HEAD_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return None
+    at = raw.find(b'"traceEvents"')
+    if at < 0:
+        return None
+    try:
+        head = orjson.loads(raw[:at].rstrip().rstrip(b",") + b"}")
+    except orjson.JSONDecodeError:
+        return None
+    return head if isinstance(head, dict) else None
