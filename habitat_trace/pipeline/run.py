@@ -292,7 +292,7 @@ class Run:
 
         def iterate(clocks: Sequence[CpuClock]) -> list[float]:
             return [iteration_figures(t, tl)[0] for t, tl in zip(tables, replay_ranks(tables, preds, clocks).timelines)]
-        ends = BandEnds(iterate, [r.band for r in self.ranks])
+        ends = BandEnds(iterate, [hostband.slowest_of(r.band, len(self.ranks)) for r in self.ranks])
         ranks = tuple(RankReplay(r, p, tl, r.clock if c is None or c is r.clock.clock else replace(r.clock, clock=c),
                                  band_ends=ends, position=i)
                       for i, (r, p, tl, c) in enumerate(zip(self.ranks, joint.predictions, joint.timelines,
@@ -315,11 +315,13 @@ class Run:
         out = scale_out(r.tables, pred, plan, r.clock.clock, r.params, unit, prepared=prepared)
         host = r.clock if out.clock is r.clock.clock else replace(r.clock, clock=out.clock)
 
+        band = hostband.slowest_of(r.band, plan.world_size)  # every collective waits for the slowest rank's host
+
         def iterate(clocks: Sequence[CpuClock]) -> list[float]:  # the slow end: with the worst contention too
-            o = scale_out(r.tables, pred, plan, clocks[0], r.params, unit, worst_contention=clocks[0] is r.band.slow,
+            o = scale_out(r.tables, pred, plan, clocks[0], r.params, unit, worst_contention=clocks[0] is band.slow,
                           prepared=prepared)
             return [iteration_figures(o.synthesized.tables, o.timeline)[0]]
-        rr = RankReplay(r, out.synthesized.prediction, out.timeline, host, out, BandEnds(iterate, [r.band]))
+        rr = RankReplay(r, out.synthesized.prediction, out.timeline, host, out, BandEnds(iterate, [band]))
         none = pd.DataFrame(columns=["rank", "row", "key", "collective", "transfer_ns", "wait_ns"])
         return Replay(target, (rr,), none, 0, tuple(dict.fromkeys(list(out.warnings) + self.host_warnings())))
 
