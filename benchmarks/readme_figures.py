@@ -260,12 +260,32 @@ def _train_cells() -> tuple[str, str, str, str]:
             f"{_mean_abs(old):.1f}% (wave law)")
 
 
+SCALEOUT_RUNS = ("h100x4-20261126", "h100x2-20261126", "h100x4-fsdp1-20261126")  # benchmarks/results/scaleout/
+
+
+def _scaleout_rows() -> list[dict[str, str]]:
+    return [r for run in SCALEOUT_RUNS for r in csv.DictReader((RESULTS / "scaleout" / f"{run}.csv").open())
+            if r["status"] == "ok"]
+
+
 def _scaleout_cells() -> tuple[str, str, str, str]:
-    """The 2-rank step predicted from the one-GPU trace against the measured one (benchmarks/scaleout_eval.py on the
-    2x H100 recording; benchmarks/results/scaleout/h100x2.csv), beside the one-GPU step as the prediction."""
-    rows = [r for r in csv.DictReader((RESULTS / "scaleout" / "h100x2.csv").open()) if r["status"] == "ok"]
+    """The N-rank step predicted from the one-GPU trace against the measured one (benchmarks/scaleout_eval.py on the
+    2026-11-26 recordings of two H100 hosts), its range's coverage, beside the one-GPU step as the prediction."""
+    rows = _scaleout_rows()
     err = [100 * float(r["scaleout_err"]) for r in rows]
-    return (f"{len(rows)} (workload, DDP/FSDP)", f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%",
+    inside = sum(r["in_range"] == "True" for r in rows)
+    return (f"{len(rows)} (workload, strategy, ranks), {100 * inside / len(rows):.0f}% inside its range",
+            f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%",
+            f"{_mean_abs([100 * float(r['no_change_err']) for r in rows]):.1f}% (one-GPU step)")
+
+
+def _joint_cells() -> tuple[str, str, str, str]:
+    """The joint replay of the measured rank traces (compare DIR's origin row) against the same measurements."""
+    rows = [r for r in _scaleout_rows() if r.get("joint_err")]
+    err = [100 * float(r["joint_err"]) for r in rows]
+    inside = sum(r["joint_in_range"] == "True" for r in rows)
+    return (f"{len(rows)} (workload, strategy, ranks), {100 * inside / len(rows):.0f}% inside its range",
+            f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%",
             f"{_mean_abs([100 * float(r['no_change_err']) for r in rows]):.1f}% (one-GPU step)")
 
 
@@ -328,9 +348,12 @@ ACCURACY_ROWS = [
     AccuracyRow("origin invariance: one model from an H100 and from an H200 trace, difference of the predictions",
                 "RTX 3090, 4090, 5090", _invariance_cells,
                 f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),
-    AccuracyRow("data-parallel step on 2 GPUs from a one-GPU trace (`--world-size 2`); rank 0's GPU ran its kernels "
-                "1.15-1.95x slower than alone, which no one-GPU trace foresees", "2x H100 SXM (NVLink), 5 workloads",
-                _scaleout_cells, "[scale-out](docs/distributed.md#results-2x-h100-sxm-2026-11-25)"),
+    AccuracyRow("data-parallel step from a one-GPU trace (`--world-size 2/4`), DDP, FSDP2, FSDP1; 9 workloads",
+                "2x and 4x H100 SXM (NVLink), two hosts", _scaleout_cells,
+                "[scale-out](docs/distributed.md#results-2x-and-4x-h100-sxm-2026-11-26)"),
+    AccuracyRow("the same step from the rank traces replayed jointly (`compare DIR`)",
+                "2x and 4x H100 SXM (NVLink), two hosts", _joint_cells,
+                "[scale-out](docs/distributed.md#results-2x-and-4x-h100-sxm-2026-11-26)"),
     AccuracyRow("step GPU time from an H100, NeuSight's FP32 workloads", "V100, T4, P100, P4 (published)",
                 _neusight_cells("neusight_e2e.csv", ("V100 PCIe 32GB", "T4", "P100 PCIe 16GB", "P4"), "H100"),
                 f"[generations]({ACC}#across-gpu-generations-neusights-workloads)"),
