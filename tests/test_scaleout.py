@@ -279,3 +279,22 @@ def test_the_fallback_warning_travels_with_the_result() -> None:
     assert any("weight ops" in w for w in fallback.warnings) and real.warnings == ()
     moved = [o.synthesized.plan.kernels.query("collective != ''")["nbytes"].sum() for o in (real, fallback)]
     assert moved[0] == moved[1] > 0
+
+
+def test_decontended_takes_out_only_what_the_recorded_collectives_overlapped() -> None:
+    """Issue 31: the rank traces' compute kernels ran slower where their own NCCL kernels (waiting for the other
+    rank) held 24 SMs; the joint replay's fast end takes that out, and nothing else."""
+    from habitat_trace.ingest import classify as K
+
+    t = load(DATA / "dist_mlp_h100x2" / "ddp-rank0.pt.trace.json.gz")
+    origin = pipeline.resolve_origin(t, OPTIONS)
+    pred = predict(t, origin, origin)
+    out = SO.decontended(t, pred)
+    g = t.gpu
+    nccl = (g[S.KCLASS] == K.NCCL).to_numpy()
+    s, e = g[S.TS].to_numpy(), (g[S.TS] + g[S.DUR]).to_numpy()
+    overlapped = covered(s[nccl], e[nccl], s, e) > 0
+    assert (out.dur_ns <= pred.dur_ns).all() and (out.dur_ns > 0).all()
+    assert ((out.dur_ns < pred.dur_ns) <= (overlapped & ~nccl)).all() and (out.dur_ns < pred.dur_ns).any()
+    alone = load(DATA / "dist_mlp_h100x2" / "single.pt.trace.json.gz")
+    assert SO.decontended(alone, predict(alone, origin, origin)).dur_ns.tolist() == alone.gpu[S.DUR].clip(lower=1).tolist()

@@ -31,7 +31,7 @@ from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.joint import replay_ranks
 from habitat_trace.timeline.overhead import FALLBACK_UNIT_NS
 from habitat_trace.timeline.replay import Timeline
-from habitat_trace.timeline.scaleout import Prepared, ScaledOut, prepare, scale_out
+from habitat_trace.timeline.scaleout import Prepared, ScaledOut, decontended, prepare, scale_out
 from habitat_trace.timeline.steps import StepFigures, replayed_step_figures
 
 TRACE_GLOBS = ("*.json", "*.json.gz")
@@ -290,9 +290,12 @@ class Run:
         tables = [r.tables for r in self.ranks]
         joint = replay_ranks(tables, preds, [r.clock.clock for r in self.ranks])
 
-        def iterate(clocks: Sequence[CpuClock]) -> list[float]:
-            return [iteration_figures(t, tl)[0] for t, tl in zip(tables, replay_ranks(tables, preds, clocks).timelines)]
-        ends = BandEnds(iterate, [hostband.slowest_of(r.band, len(self.ranks)) for r in self.ranks])
+        bands = [hostband.slowest_of(r.band, len(self.ranks)) for r in self.ranks]
+
+        def iterate(clocks: Sequence[CpuClock]) -> list[float]:  # the fast end: the recorded contention out too
+            ps = [decontended(t, p) for t, p in zip(tables, preds)] if clocks[0] is bands[0].fast else preds
+            return [iteration_figures(t, tl)[0] for t, tl in zip(tables, replay_ranks(tables, ps, clocks).timelines)]
+        ends = BandEnds(iterate, bands)
         ranks = tuple(RankReplay(r, p, tl, r.clock if c is None or c is r.clock.clock else replace(r.clock, clock=c),
                                  band_ends=ends, position=i)
                       for i, (r, p, tl, c) in enumerate(zip(self.ranks, joint.predictions, joint.timelines,
