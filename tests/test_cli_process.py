@@ -26,6 +26,7 @@ import pytest
 
 from tests.conftest import MLP_FIXTURE, ROOT, TRACES, needs_shared
 
+pytestmark = pytest.mark.slow  # a process (an interpreter start) per case: ~80 s in all; CI runs them (--all)
 GPT2 = TRACES / "h100-sxm" / "gpt2_b8_s1024_amp.pt.trace.json.gz"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

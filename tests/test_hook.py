@@ -41,6 +41,7 @@ def workers(directory: Path) -> dict[str, str]:
     return found
 
 
+@pytest.mark.slow
 def test_cpu_only_profile_writes_the_original_and_warns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -110,6 +111,7 @@ def test_worker_tag(name: str, tag: str) -> None:
     assert worker_tag(name) == tag
 
 
+@pytest.mark.slow
 def test_tb_profiler_loads_one_run_with_a_worker_per_gpu(tmp_path: Path) -> None:
     viewer("torch_tb_profiler", "torch-tb-profiler")
     from torch_tb_profiler import consts

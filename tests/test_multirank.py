@@ -98,6 +98,7 @@ def test_compare_reports_the_slowest_rank(tmp_path: Path) -> None:
     assert table["iteration_ms"].iat[1] == pytest.approx(max(r.headline.iteration_ms for r in replay.ranks))
 
 
+@pytest.mark.slow
 def test_compare_and_explain_dir_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     d = rank_dir(tmp_path)
     main(["compare", str(d), "--to", "A100", "--format", "json"])
@@ -140,6 +141,7 @@ def test_whatifs_mean_the_same_for_one_trace(tmp_path: Path, capsys: pytest.Capt
     assert busy["2"] > busy["1"]  # across two nodes the all-reduce crosses the network
 
 
+@pytest.mark.slow
 def test_ranks_run_on_their_host_clocks(tmp_path: Path) -> None:
     """issue 16 for compare/explain DIR: each rank's CPU side is replayed without the profiler's overhead (as for one
     trace) unless kept; a slower host (--cpu-speed) is never faster."""

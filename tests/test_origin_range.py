@@ -108,6 +108,7 @@ calls_st = st.lists(st.tuples(st.integers(0, 5 * US), st.integers(0, 30 * US)), 
 
 
 @given(ops_st, calls_st, st.floats(0.1, 50.0))
+@pytest.mark.slow
 def test_estimate_never_leaves_a_step_below_its_floor_and_its_range_holds_it(
         evs: list[tuple[int, int]], calls: list[tuple[int, int]], scale: float) -> None:
     ops, c, steps = _op_tables(evs, calls)
@@ -120,6 +121,7 @@ def test_estimate_never_leaves_a_step_below_its_floor_and_its_range_holds_it(
 
 
 @given(ops_st, calls_st, st.floats(0.1, 50.0))
+@pytest.mark.slow
 def test_removing_overhead_never_shortens_a_launch_call_below_its_own_cost(
         evs: list[tuple[int, int]], calls: list[tuple[int, int]], scale: float) -> None:
     ops, c, steps = _op_tables(evs, calls)
@@ -150,6 +152,7 @@ def test_iteration_range_holds_the_central_value_and_the_floor(fast: float, slow
 
 @settings(max_examples=15)
 @given(st.floats(0.05, 100.0))
+@pytest.mark.slow
 def test_removing_overhead_never_makes_the_origin_shorter_than_its_busy_time(scale: float) -> None:
     """However much the model removes (``scale``: the hook's calibration factor, here beyond its 1/3..3), the
     origin's iteration is never shorter than what the trace proves nor than its replayed GPU busy time."""
@@ -280,6 +283,7 @@ def test_a_measured_step_s_range_is_the_loops_noise(tmp_path: Path) -> None:
     assert origin["iteration_high_ms"] == pytest.approx(2.65 * hostband.MEASURED_SLOW)
 
 
+@pytest.mark.slow
 def test_scale_explain_and_the_written_header_report_compares_range(tmp_path: Path) -> None:
     """One Headline: scale's report, the written trace's header and explain's steps say what compare says."""
     import gzip

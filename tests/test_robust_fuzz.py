@@ -23,6 +23,7 @@ from habitat_trace.ingest import load
 from habitat_trace.ingest import schema as S
 from tests.conftest import MLP_FIXTURE
 
+pytestmark = pytest.mark.slow  # ~40 s: CI runs it (--all)
 EXIT_CODES = {1, 2, 3, 4, 5}  # habitat_trace/errors.py
 BASE = json.loads(gzip.decompress(MLP_FIXTURE.read_bytes()))
 N = len(BASE["traceEvents"])
