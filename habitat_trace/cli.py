@@ -6,12 +6,11 @@ SIGTERM 143 (128 + the signal), after the writers have removed their temporary f
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 import typer
 
@@ -34,7 +33,8 @@ TopOpt = typer.Option(15, "--top", min=1, metavar="N", help="how many ops and ke
 # what-ifs for the target's collectives (scale/collective.py); default: the target's usual node from the catalog
 InterconnectOpt = typer.Option(None, "--interconnect", metavar="nvlink|pcie",
                                help="what-if: nvlink or pcie between the GPUs of a node")
-GpusPerNodeOpt = typer.Option(None, "--gpus-per-node", metavar="N", help="what-if: GPUs per node (default: the catalog's node)")
+GpusPerNodeOpt = typer.Option(None, "--gpus-per-node", metavar="N",
+                               help="what-if: GPUs per node (default: the catalog's node)")
 NodesOpt = typer.Option(None, "--nodes", metavar="N", help="what-if: nodes a collective's group spans")
 # a one-GPU trace as one of N data-parallel ranks (pipeline.DataParallel, docs/distributed.md "Scale-out from one GPU")
 WorldSizeOpt = typer.Option(1, "--world-size", metavar="N",
@@ -76,6 +76,23 @@ def _render(report: Any, fmt: str, stderr: bool = False) -> None:
     render(report, fmt, out=sys.stderr if stderr else sys.stdout, warn=not quiet())
 
 
+def _show(make: Callable[[], Any], fmt: str, result: bool = False, stderr: bool = False) -> None:
+    """Print the report ``make`` returns; when it raises ReportedError (a directory with traces that could not be
+    read or scaled: commands/common.py), print its report, then the error. ``result``: a report of what was done
+    (scale's), not printed under -q."""
+    from habitat_trace.commands.common import ReportedError, quiet
+
+    shown = not (result and quiet())
+    try:
+        report = make()
+    except ReportedError as exc:
+        if shown:
+            _render(exc.report, fmt, stderr=stderr)
+        raise
+    if shown:
+        _render(report, fmt, stderr=stderr)
+
+
 @app.callback()
 def _root(verbose: int = typer.Option(0, "--verbose", "-v", count=True, metavar="",
                                       help="log what each step does and how long it takes (-vv: debug, tracebacks)"),
@@ -97,7 +114,7 @@ def inspect(trace: Path = TraceArg, fmt: str = FormatOpt,
     from habitat_trace.commands import inspect as cmd
     from habitat_trace.commands.render import check_format
 
-    _render(cmd.report(trace, top=top), check_format(fmt))
+    _show(lambda: cmd.report(trace, top=top), check_format(fmt))
 
 
 @app.command()
@@ -128,20 +145,8 @@ def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
     check_format(fmt)
     options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
                        bucket_mb)
-    try:
-        report = cmd.report(trace, to=to, out=out, options=options, jobs=jobs)
-    except cmd.ReportedError as exc:
-        _result(exc.report, fmt, out)
-        raise
-    _result(report, fmt, out)
-
-
-def _result(report: Any, fmt: str, out: str) -> None:
-    """scale's report: a result (not under -q); on stderr when the trace went to stdout."""
-    from habitat_trace.commands.common import quiet
-
-    if not quiet():
-        _render(report, fmt, stderr=out == "-")
+    # the report of what was written (not under -q), on stderr when the trace went to stdout
+    _show(lambda: cmd.report(trace, to=to, out=out, options=options, jobs=jobs), fmt, result=True, stderr=out == "-")
 
 
 @app.command()
@@ -152,15 +157,15 @@ def check(trace: Path = typer.Argument(..., metavar="TRACE", help="Chrome-trace 
                                                      "records, else the file it names beside it); its own "
                                                      "violations only warn"),
           fmt: str = FormatOpt) -> None:
-    """Check a trace against the rules Perfetto's JSON importer applies; exit 1 on violations."""
+    """Check a trace against the rules Perfetto's JSON importer applies; exit 1 on violations habitat-trace made."""
     from habitat_trace.commands import check as cmd
-    from habitat_trace.commands.render import check_format
-
     from habitat_trace.commands.common import quiet
+    from habitat_trace.commands.render import check_format
 
     check_format(fmt)
     report, errors = cmd.report(trace, source=source)
-    _render(dataclasses.replace(report, notes=()) if quiet() and not errors else report, fmt)  # -q: no "ok" line
+    if not (quiet() and fmt == "table"):  # -q: the exit status is the answer (as grep -q); json and csv when asked
+        _render(report, fmt)
     if errors:
         raise typer.Exit(1)
 
@@ -184,7 +189,7 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
     check_format(fmt)
     options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
                        bucket_mb)
-    _render(cmd.report(trace, to=to, options=options, prices=price, plot=plot), fmt)
+    _show(lambda: cmd.report(trace, to=to, options=options, prices=price, plot=plot), fmt)
 
 
 @app.command()
@@ -201,7 +206,7 @@ def explain(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
     check_format(fmt)
     options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
                        bucket_mb)
-    _render(cmd.report(trace, to=to, options=options, top=top), fmt)
+    _show(lambda: cmd.report(trace, to=to, options=options, top=top), fmt)
 
 
 @app.command()
@@ -216,7 +221,7 @@ def validate(predicted: Path = typer.Argument(..., metavar="PREDICTED",
     from habitat_trace.commands.render import check_format
 
     check_format(fmt)
-    _render(cmd.report(predicted, measured, options=_options(specs, None), top=top), fmt)
+    _show(lambda: cmd.report(predicted, measured, options=_options(specs, None), top=top), fmt)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

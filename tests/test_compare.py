@@ -95,7 +95,7 @@ def test_price_override_and_cost_per_1k_iterations() -> None:
 def test_bad_price_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["compare", str(MLP_FIXTURE), "--to", "L4", "--price", "L4:0.5"])
-    assert exc.value.code == 1
+    assert exc.value.code == 2  # a usage error (issue 33, item 7)
     err = capsys.readouterr().err
     assert err.startswith("error: --price 'L4:0.5'") and err.count("\n") == 1
 

@@ -334,7 +334,7 @@ def test_issue26_item9_prices_take_comma_lists_and_name_compared_gpus() -> None:
     prices = {r["gpu"]: (r["usd_per_hour"], r["price_source"]) for r in json.loads(res.stdout)}
     assert prices["L4"] == (0.5, "--price") and prices["T4"] == (0.3, "--price")
     res = cli("compare", MLP_FIXTURE, "--to", "L4", "--price", "B300=20")
-    assert res.returncode == 1 and "--price B300: not among the GPUs compared" in res.stderr, res.stderr
+    assert res.returncode == 2 and "--price B300: not among the GPUs compared" in res.stderr, res.stderr
 
 
 def test_issue26_item9_hook_writes_the_specs_file_name_only(tmp_path: Path) -> None:

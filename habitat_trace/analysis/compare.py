@@ -17,6 +17,8 @@ Definitions (README, "Which GPU should I rent?"):
   never below what the trace proves on the origin (timeline/floors.py); ``range_source`` says what the band rests
   on ("model": the overhead model's measured error; "measured": the loop's noise around the step the trace
   carries; "none": the profiler's overhead kept, a point). A GPU-bound row's range is (nearly) a point.
+- ``whatif``: the deployment what-ifs a target row is predicted with (--interconnect, --gpus-per-node, --nodes; None
+  on the origin row and without them), so that the origin's GPU under a what-if reads as such, not as a twin row.
 - ``bound``: "launch" when the GPU is busy less than ``LAUNCH_BOUND_BUSY`` of the iteration, else "gpu".
 - ``usd_per_1k_iterations`` = usd_per_hour x GPUs (one per rank) x iteration_ms x 1000 / 3.6e6.
 - memory: see habitat_trace/analysis/memory.py (recorded peak or estimate, margin rule); the largest rank's.
@@ -35,17 +37,17 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from habitat_trace.errors import HabitatTraceError
+from habitat_trace.errors import UsageError
 from habitat_trace.pipeline import DataParallel, Host, Options, Run
 from habitat_trace.pipeline.host import overhead_ms
 from habitat_trace.pipeline.run import RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import METHODS
 
-COLUMNS = ("gpu", "origin", "iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source", "gpu_busy_ms",
-           "speedup", "bound", "usd_per_hour", "price_source", "usd_per_1k_iterations", "peak_memory_gib",
-           "memory_source", "fits_memory", "method_share", "iteration_source", "profiler_overhead_ms", "ranks",
-           "slowest_rank", "transfer_ms", "wait_ms", "warnings")
+COLUMNS = ("gpu", "origin", "whatif", "iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source",
+           "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source", "usd_per_1k_iterations",
+           "peak_memory_gib", "memory_source", "fits_memory", "method_share", "iteration_source",
+           "profiler_overhead_ms", "ranks", "slowest_rank", "transfer_ms", "wait_ms", "warnings")
 SCALEOUT_COLUMNS = ("world_size", "strategy", "collectives", "comm_ms", "exposed_comm_ms")  # only with --world-size
 # A GPU busy less than half of the step waits on the CPU (launches, Python, data) more than it computes:
 # buying a faster GPU then shortens the step by less than the speed-up of its kernels.
@@ -80,8 +82,8 @@ def gpu_table(run: Run, targets: Sequence[GpuSpec], prices: Optional[dict[str, f
     prices = prices or {}
     unused = sorted(set(prices) - {origin.name, *(t.name for t in rest)})
     if unused:
-        raise HabitatTraceError(f"--price {unused[0]}: not among the GPUs compared ({origin.name} and --to); "
-                                "add it to --to or drop its price")
+        raise UsageError(f"--price {unused[0]}: not among the GPUs compared ({origin.name} and --to); "
+                         "add it to --to or drop its price")
     rows = []
     for target in [None, *rest]:
         replay = run.baseline() if target is None else run.replay(target)
@@ -105,7 +107,8 @@ def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
     transfer, wait = collective_split(replay, replay.ranks.index(slow))
     gpus = run.options.data_parallel.world_size if slow.scaled_out is not None else len(run.ranks)
     return {**communication(slow, run.options.data_parallel),
-        "gpu": gpu.name, "origin": replay.target is None, "iteration_ms": head.iteration_ms,
+        "gpu": gpu.name, "origin": replay.target is None,
+        "whatif": None if replay.target is None else run.options.deployment.whatif(), "iteration_ms": head.iteration_ms,
         "iteration_low_ms": head.iteration_low_ms, "iteration_high_ms": head.iteration_high_ms,
         "range_source": head.range_source, "gpu_busy_ms": head.gpu_busy_ms,
         "speedup": float("nan"), "bound": "launch" if head.gpu_busy_ms < LAUNCH_BOUND_BUSY * head.iteration_ms

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from habitat_trace.errors import HabitatTraceError, SpecError
+from habitat_trace.errors import SpecError, UsageError
 from habitat_trace.pipeline.host import Host
 from habitat_trace.scale.collective import INTERCONNECTS, with_deployment
 from habitat_trace.scale.dataparallel import DEFAULT_BUCKET_MB, STRATEGIES, ScaleOut
@@ -32,13 +32,19 @@ class Deployment:
 
     def __post_init__(self) -> None:
         if self.interconnect is not None and self.interconnect not in INTERCONNECTS:
-            raise HabitatTraceError(f"--interconnect {self.interconnect!r}: choose one of {', '.join(INTERCONNECTS)}")
+            raise UsageError(f"--interconnect {self.interconnect!r}: choose one of {', '.join(INTERCONNECTS)}")
         for flag, v in (("--gpus-per-node", self.gpus_per_node), ("--nodes", self.nodes)):
             if v is not None and v < 1:
-                raise HabitatTraceError(f"{flag} {v}: give a positive number")
+                raise UsageError(f"{flag} {v}: give a positive number")
 
     def apply(self, spec: GpuSpec) -> GpuSpec:
         return with_deployment(spec, **asdict(self))
+
+    def whatif(self) -> Optional[str]:
+        """The what-ifs as a row names them ("pcie, 8 GPUs a node, 2 nodes"); None when none is set."""
+        parts = [self.interconnect or "", f"{self.gpus_per_node} GPUs a node" if self.gpus_per_node else "",
+                 f"{self.nodes} nodes" if self.nodes else ""]
+        return ", ".join(p for p in parts if p) or None
 
 
 @dataclass(frozen=True)
@@ -52,12 +58,12 @@ class DataParallel:
 
     def __post_init__(self) -> None:
         if isinstance(self.world_size, bool) or not isinstance(self.world_size, int) or self.world_size < 1:
-            raise HabitatTraceError(f"--world-size {self.world_size}: give the number of GPUs (ranks), 1 or more")
+            raise UsageError(f"--world-size {self.world_size}: give the number of GPUs (ranks), 1 or more")
         if self.strategy not in STRATEGIES:
-            raise HabitatTraceError(f"--strategy {self.strategy!r}: choose {' or '.join(STRATEGIES)}")
+            raise UsageError(f"--strategy {self.strategy!r}: choose {' or '.join(STRATEGIES)}")
         if not (isinstance(self.bucket_mb, (int, float)) and math.isfinite(self.bucket_mb) and self.bucket_mb > 0):
-            raise HabitatTraceError(f"--bucket-mb {self.bucket_mb}: give a positive size in MiB, e.g. "
-                                    f"{DEFAULT_BUCKET_MB:g} (DDP's default)")
+            raise UsageError(f"--bucket-mb {self.bucket_mb}: give a positive size in MiB, e.g. "
+                             f"{DEFAULT_BUCKET_MB:g} (DDP's default)")
 
     @property
     def active(self) -> bool:
@@ -83,15 +89,15 @@ class Options:
     def __post_init__(self) -> None:
         nodes, world = self.deployment.nodes, self.data_parallel.world_size
         if self.data_parallel.active and nodes is not None and nodes > world:
-            raise HabitatTraceError(f"--nodes {nodes}: more nodes than --world-size {world} ranks; give at most "
-                                    f"{world}")
+            raise UsageError(f"--nodes {nodes}: more nodes than --world-size {world} ranks; give at most "
+                             f"{world}")
 
     @classmethod
     def load(cls, specs: str | Path | None = None, origin: Optional[str] = None, host: Host = Host(),
              deployment: Deployment = Deployment(), data_parallel: DataParallel = DataParallel()) -> "Options":
         """The packaged catalog with ``specs`` added; ``origin`` is checked against it."""
         if not host.cpu_speed > 0 or not math.isfinite(host.cpu_speed):
-            raise HabitatTraceError(f"--cpu-speed {host.cpu_speed}: give a positive ratio, e.g. 1.5")
+            raise UsageError(f"--cpu-speed {host.cpu_speed}: give a positive ratio, e.g. 1.5")
         catalog = load_catalog(Path(specs) if specs else None)
         if origin:
             catalog.resolve(origin)
@@ -120,7 +126,7 @@ class Options:
             except ValueError:
                 value = float("nan")
             if not sep or not name.strip() or not math.isfinite(value) or value < 0:
-                raise HabitatTraceError(f"--price {item!r}: write GPU=USD per hour, e.g. --price L4=0.80,T4=0.35")
+                raise UsageError(f"--price {item!r}: write GPU=USD per hour, e.g. --price L4=0.80,T4=0.35")
             out[self.catalog.resolve(name.strip()).name] = value
         return out
 
