@@ -57,16 +57,13 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-def _options(specs: Optional[Path], origin: Optional[str], cpu_speed: float = 1.0, keep: bool = False,
-             interconnect: Optional[str] = None, gpus_per_node: Optional[int] = None,
-             nodes: Optional[int] = None, world_size: int = 1, strategy: str = "ddp",
-             bucket_mb: float = DDP_BUCKET_MB) -> Any:
-    """What every predicting command takes, parsed once (pipeline.Options): the same meaning for a file and a
-    directory, in every command."""
-    from habitat_trace.pipeline import DataParallel, Deployment, Host, Options
+def _options(values: dict[str, Any]) -> Any:
+    """The options of a command's parameters (``locals()`` at its start), each named as its keyword of
+    pipeline.Options.of, the one map the API and the hook use too: the same meaning for a file and a directory, in
+    every command."""
+    from habitat_trace.pipeline.options import KEYWORDS, Options
 
-    return Options.load(specs, origin, Host(cpu_speed, keep), Deployment(interconnect, gpus_per_node, nodes),
-                        DataParallel(world_size, strategy, bucket_mb))
+    return Options.of(**{k: values[k] for k in KEYWORDS if k in values})
 
 
 def _render(report: Any, fmt: str, stderr: bool = False) -> None:
@@ -108,13 +105,16 @@ def _root(verbose: int = typer.Option(0, "--verbose", "-v", count=True, metavar=
 
 @app.command()
 def inspect(trace: Path = TraceArg, fmt: str = FormatOpt,
-            top: int = typer.Option(10, "--top", min=1, metavar="N", help="how many top kernels")) -> None:
+            top: int = typer.Option(10, "--top", min=1, metavar="N", help="how many top kernels"),
+            specs: Optional[Path] = SpecsOpt, origin: Optional[str] = FromOpt) -> None:
     """Summarize a trace (or each trace of a directory): origin GPU, steps, CPU/GPU time per step, kernels by
-    class, top kernels."""
+    class, top kernels, and the origin step compare reports (a directory's ranks replayed jointly)."""
     from habitat_trace.commands import inspect as cmd
     from habitat_trace.commands.render import check_format
 
-    _show(lambda: cmd.report(trace, top=top), check_format(fmt))
+    check_format(fmt)
+    options = _options(locals())
+    _show(lambda: cmd.report(trace, options, top=top), fmt)
 
 
 @app.command()
@@ -133,7 +133,8 @@ def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
                                        "- for stdout (JSON)"),
           specs: Optional[Path] = SpecsOpt, origin: Optional[str] = FromOpt,
           interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
-          nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
+          nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
+          keep_profiler_overhead: bool = KeepOverheadOpt,
           jobs: int = typer.Option(1, "--jobs", "-j", metavar="N", help="processes: traces and targets in parallel"),
           fmt: str = FormatOpt, world_size: int = WorldSizeOpt, strategy: str = StrategyOpt,
           bucket_mb: float = BucketMbOpt) -> None:
@@ -143,8 +144,7 @@ def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
     from habitat_trace.commands.render import check_format
 
     check_format(fmt)
-    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
-                       bucket_mb)
+    options = _options(locals())
     # the report of what was written (not under -q), on stderr when the trace went to stdout
     _show(lambda: cmd.report(trace, to=to, out=out, options=options, jobs=jobs), fmt, result=True, stderr=out == "-")
 
@@ -179,7 +179,8 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
                                                 help="write a PNG: iteration time and cost per GPU"),
             origin: Optional[str] = FromOpt,
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
-            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
+            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
+            keep_profiler_overhead: bool = KeepOverheadOpt,
             world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt) -> None:
     """One run against many GPUs: iteration time, speed-up, cost, memory fit (TRACE a directory of per-rank
     traces: the slowest rank's step after a joint replay; --world-size N: a one-GPU trace as one of N ranks)."""
@@ -187,8 +188,7 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
     from habitat_trace.commands.render import check_format
 
     check_format(fmt)
-    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
-                       bucket_mb)
+    options = _options(locals())
     _show(lambda: cmd.report(trace, to=to, options=options, prices=price, plot=plot), fmt)
 
 
@@ -196,7 +196,8 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
 def explain(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path] = SpecsOpt, top: int = TopOpt,
             fmt: str = FormatOpt, origin: Optional[str] = FromOpt,
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
-            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
+            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
+            keep_profiler_overhead: bool = KeepOverheadOpt,
             world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt) -> None:
     """The ops and kernels whose time changes most on the target, and why; per rank, the step before and after
     (TRACE a directory of per-rank traces: with the collectives' transfer time and the wait for the other ranks)."""
@@ -204,8 +205,7 @@ def explain(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
     from habitat_trace.commands.render import check_format
 
     check_format(fmt)
-    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
-                       bucket_mb)
+    options = _options(locals())
     _show(lambda: cmd.report(trace, to=to, options=options, top=top), fmt)
 
 
@@ -221,7 +221,8 @@ def validate(predicted: Path = typer.Argument(..., metavar="PREDICTED",
     from habitat_trace.commands.render import check_format
 
     check_format(fmt)
-    _show(lambda: cmd.report(predicted, measured, options=_options(specs, None), top=top), fmt)
+    options = _options(locals())
+    _show(lambda: cmd.report(predicted, measured, options=options, top=top), fmt)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -146,4 +146,4 @@ def test_write_original_unchanged(trace: api.Trace, tmp_path: Path) -> None:
 def test_compare_entry_point() -> None:
     frame = habitat_trace.compare(str(MLP_FIXTURE), to=["A100", "L4"])
     assert isinstance(frame, pd.DataFrame) and len(frame) >= 2
-    assert habitat_trace.compare is habitat_trace.analysis.compare.compare
+    assert habitat_trace.compare is habitat_trace.api.compare

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from habitat_trace.cli import main
-from habitat_trace.analysis.compare import COLUMNS, compare
+from habitat_trace import compare
+from habitat_trace.analysis.compare import COLUMNS
 from habitat_trace.ingest import load
 from habitat_trace.analysis.memory import fits, peak_memory
 from tests.conftest import MLP_FIXTURE, ROOT, TRACES, needs_shared

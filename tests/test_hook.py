@@ -59,7 +59,8 @@ def test_cpu_only_profile_writes_the_original_and_warns(tmp_path: Path, caplog: 
     assert habitat_trace.hook.log.name == "habitat_trace.hook"
     [record] = [r for r in caplog.records if r.name == "habitat_trace.hook"]
     assert record.levelno == logging.WARNING
-    assert "no GPU kernels to scale to A100 SXM4 80GB, H100 SXM5 80GB (CPU-only profile)" in record.getMessage()
+    assert "no scaled traces to A100 SXM4 80GB, H100 SXM5 80GB" in record.getMessage()
+    assert "no GPU kernels in this trace (CPU-only profile)" in record.getMessage()
     assert_perfetto_ok(written[0])
 
 

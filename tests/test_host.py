@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from habitat_trace import pipeline
-from habitat_trace.analysis.compare import compare
+from habitat_trace import compare
 from habitat_trace.ingest import load
 from habitat_trace.ingest import schema as S
 from habitat_trace.scale.specs import load_catalog

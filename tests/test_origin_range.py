@@ -168,7 +168,7 @@ def test_removing_overhead_never_makes_the_origin_shorter_than_its_busy_time(sca
 
 
 # ---------------------------------------------------------------- the issue's cases (../shared)
-OPTIONS = Options.load()
+OPTIONS = Options.of()
 
 
 def origin_range(path: Path) -> tuple[float, float, float, float]:
@@ -253,7 +253,7 @@ def test_issue28_no_shared_trace_below_its_floor_or_silently_above_60pct(path: P
 # ---------------------------------------------------------------- the range in every output (one Headline)
 def test_compare_rows_carry_the_iteration_range_around_their_value() -> None:
     """Issue 28: the origin and every target say where the trace cannot tell: low <= iteration <= high."""
-    from habitat_trace.analysis.compare import compare
+    from habitat_trace import compare
 
     table = compare(MLP_FIXTURE, ["A100", "L4", "H200"])
     assert (table["iteration_low_ms"] <= table["iteration_ms"] + 1e-9).all()
@@ -261,7 +261,7 @@ def test_compare_rows_carry_the_iteration_range_around_their_value() -> None:
     assert set(table["range_source"]) == {"model"}
     launch_bound = table[table["bound"] == "launch"]
     assert len(launch_bound) and (launch_bound["iteration_high_ms"] > launch_bound["iteration_low_ms"]).all()
-    kept = compare(MLP_FIXTURE, ["A100"], host=pipeline.Host(keep_profiler_overhead=True))
+    kept = compare(MLP_FIXTURE, ["A100"], keep_profiler_overhead=True)
     assert set(kept["range_source"]) == {"none"}  # nothing estimated: the recorded host is the host
     assert (kept["iteration_low_ms"] == kept["iteration_ms"]).all() and (kept["iteration_high_ms"] ==
                                                                          kept["iteration_ms"]).all()
@@ -271,7 +271,7 @@ def test_a_measured_step_s_range_is_the_loops_noise(tmp_path: Path) -> None:
     import gzip
     import json
 
-    from habitat_trace.analysis.compare import compare
+    from habitat_trace import compare
 
     doc = json.loads(gzip.decompress(MLP_FIXTURE.read_bytes()))
     doc[S.UNPROFILED_STEP_KEY] = [2_600_000, 2_700_000, 2_650_000]
@@ -289,7 +289,7 @@ def test_scale_explain_and_the_written_header_report_compares_range(tmp_path: Pa
     import gzip
     import json
 
-    from habitat_trace.analysis.compare import compare
+    from habitat_trace import compare
     from habitat_trace.cli import main
 
     row = compare(MLP_FIXTURE, ["L4"]).iloc[1]
@@ -308,12 +308,12 @@ def test_scale_explain_and_the_written_header_report_compares_range(tmp_path: Pa
 def test_issue28_a100_nccl_inspect_and_compare_say_one_thing_and_warn() -> None:
     """Issue 28: inspect implied a 1.4 ms real step where compare's origin row (and scale) say 41.5 ms; now inspect
     reports compare's origin row, and every row carries the estimate's warnings."""
-    from habitat_trace.analysis.compare import compare
-    from habitat_trace.analysis.report import summarize
+    import habitat_trace
 
     path = SHARED / "data" / "external-traces" / "a100_nccl.json.gz"
-    table = compare(path, ["H100"])
-    summary = summarize(load(path))
+    trace = habitat_trace.open(path)
+    table = trace.compare(["H100"])
+    summary = trace.summary()
     origin = table.iloc[0]
     assert summary["profiler_overhead"]["origin_step_ms"] == origin["iteration_ms"]
     assert summary["profiler_overhead"]["origin_step_high_ms"] == origin["iteration_high_ms"]

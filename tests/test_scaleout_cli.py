@@ -108,7 +108,7 @@ def test_the_api_scales_out() -> None:
     # more GPU work in all (the collectives and FSDP2's copies); not necessarily a longer busy union per step: the
     # optimizer steps a quarter of the parameters and the collectives overlap the compute stream
     assert k["dur_ns"].sum() > one.kernels["dur_ns"].sum()
-    table = habitat_trace.compare(MLP_FIXTURE, "A100", data_parallel=pipeline.DataParallel(2, "ddp"))
+    table = habitat_trace.compare(MLP_FIXTURE, "A100", world_size=2, strategy="ddp")
     assert (table["world_size"] == 2).all()
 
 

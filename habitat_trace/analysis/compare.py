@@ -1,5 +1,5 @@
-"""Which GPU to rent: ``gpu_table(run, targets) -> DataFrame``, one row per GPU (the origin first), and
-``compare(trace, to)``, the same for the Python API (``habitat_trace.compare``).
+"""Which GPU to rent: ``gpu_table(run, targets) -> DataFrame``, one row per GPU (the origin first); the Python API's
+``Trace.compare`` and the ``compare`` command return it.
 
 Pure: predicts and replays the run on each target (pipeline.Run.replay); prints and writes nothing. A run of
 several ranks reports its slowest rank, whose step sets the run's. The command (commands/compare.py) renders it.
@@ -31,14 +31,13 @@ Definitions (README, "Which GPU should I rent?"):
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
 from habitat_trace.errors import UsageError
-from habitat_trace.pipeline import DataParallel, Host, Options, Run
+from habitat_trace.pipeline import DataParallel, Run
 from habitat_trace.pipeline.host import overhead_ms
 from habitat_trace.pipeline.run import RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
@@ -56,23 +55,6 @@ MS_PER_HOUR = 3.6e6
 PRICE_OVERRIDE = "--price"
 
 
-def compare(trace_or_path: Any, to: str | Sequence[str], specs: Optional[Path] = None,
-            prices: Optional[dict[str, float]] = None, origin: Optional[str] = None,
-            progress: Optional[Callable[[str], None]] = None, host: Host = Host(),
-            data_parallel: DataParallel = DataParallel()) -> pd.DataFrame:
-    """One row per GPU (origin first, then ``to`` in order, each once): ``trace_or_path`` is a trace file, a
-    directory of one trace per rank, or a loaded ``habitat_trace.Trace``. ``prices`` maps a GPU name (any name
-    the catalog resolves) to USD per hour and overrides the catalog; ``progress`` is called with each GPU name
-    after its row is done; ``host``: the target host (pipeline.Host); ``data_parallel``: a one-GPU trace as one
-    of N ranks (pipeline.DataParallel, e.g. ``DataParallel(8, "fsdp")``)."""
-    options = Options.load(specs, origin, host, data_parallel=data_parallel)
-    targets = options.targets(to)  # unknown names fail before any work
-    overrides = {options.catalog.resolve(n).name: float(usd) for n, usd in (prices or {}).items()}
-    run = trace_or_path.with_options(options) if hasattr(trace_or_path, "with_options") else \
-        Run.open(trace_or_path, options)
-    return gpu_table(run, targets, overrides, progress)
-
-
 def gpu_table(run: Run, targets: Sequence[GpuSpec], prices: Optional[dict[str, float]] = None,
               progress: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
     """The rows (module doc): the origin's own replay first, then each target not equal to the origin GPU.
@@ -84,19 +66,19 @@ def gpu_table(run: Run, targets: Sequence[GpuSpec], prices: Optional[dict[str, f
     if unused:
         raise UsageError(f"--price {unused[0]}: not among the GPUs compared ({origin.name} and --to); "
                          "add it to --to or drop its price")
+    dp = run.options.data_parallel  # read here once: the rows say it (SCALEOUT_COLUMNS)
     rows = []
     for target in [None, *rest]:
         replay = run.baseline() if target is None else run.replay(target)
-        rows.append(_row(run, replay, prices))
+        rows.append(_row(run, replay, prices, dp))
         if progress is not None:
             progress(replay.gpu.name)
-    table = pd.DataFrame(rows, columns=list(COLUMNS) + list(SCALEOUT_COLUMNS if run.options.data_parallel.active
-                                                            else ()))
+    table = pd.DataFrame(rows, columns=list(COLUMNS) + list(SCALEOUT_COLUMNS if dp.active else ()))
     table["speedup"] = table["iteration_ms"].iat[0] / table["iteration_ms"]
     return table
 
 
-def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
+def _row(run: Run, replay: Replay, prices: dict[str, float], dp: DataParallel) -> dict[str, Any]:
     from habitat_trace.analysis.memory import fits
 
     gpu = replay.gpu
@@ -105,8 +87,8 @@ def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
     usd, price_source = _price(gpu, prices)
     peak_gib, mem_source = run_peak_memory(run)
     transfer, wait = collective_split(replay, replay.ranks.index(slow))
-    gpus = run.options.data_parallel.world_size if slow.scaled_out is not None else len(run.ranks)
-    return {**communication(slow, run.options.data_parallel),
+    gpus = dp.world_size if slow.scaled_out is not None else len(run.ranks)
+    return {**communication(slow, dp),
         "gpu": gpu.name, "origin": replay.target is None,
         "whatif": None if replay.target is None else run.options.deployment.whatif(), "iteration_ms": head.iteration_ms,
         "iteration_low_ms": head.iteration_low_ms, "iteration_high_ms": head.iteration_high_ms,

@@ -39,10 +39,10 @@ SHOWN = (
 
 def report(trace: Path, to: Sequence[str], options: Options, prices: Sequence[str] = (),
            plot: Optional[Path] = None) -> Report:
-    from habitat_trace.analysis.compare import gpu_table
+    from habitat_trace.api import Trace
     from habitat_trace.commands.common import finish, progress, read
 
-    targets = options.targets(to)  # unknown names (and prices' GPUs) fail before the trace is read
+    options.targets(to)  # unknown names (and prices' GPUs) fail before the trace is read
     overrides = options.prices(prices)
     if plot is not None:
         from habitat_trace.commands.plot import check_plot_path
@@ -51,15 +51,15 @@ def report(trace: Path, to: Sequence[str], options: Options, prices: Sequence[st
     with progress(f"reading {Path(trace).name}") as step:
         [run], unread, total = read(trace, options, one=True)
         step("predicting and replaying")
-        table = gpu_table(run, targets, overrides, progress=lambda gpu: step(f"done {gpu}"))
+        table = Trace(run).compare(to, overrides, progress=lambda gpu: step(f"done {gpu}"))
+    first = table.iloc[0]
     title, what = "steady-state iteration per GPU, without the profiler (first row: the origin)", ""
-    dp = options.data_parallel
-    if dp.active:
-        what = f"one of {dp.world_size} {dp.strategy.upper()} ranks"
+    if "world_size" in table:  # a scale-out's rows say it (analysis.compare.SCALEOUT_COLUMNS)
+        what = f"one of {first['world_size']} {first['strategy'].upper()} ranks"
         title = (f"steady-state iteration of {what} per GPU, synthesized from the one-GPU trace, without the profiler "
                  "(first row: the origin GPU)")
-    if not run.single:
-        what = f"the slowest of {len(run.ranks)} ranks"
+    if first["ranks"] > 1:
+        what = f"the slowest of {first['ranks']} ranks"
         title = (f"steady-state iteration of {what} per GPU (joint replay), without the profiler (first row: the "
                  "origin)")
     if plot is not None:

@@ -85,14 +85,14 @@ SCALE_OUT_COLUMNS = (
 
 
 def report(trace: Path, to: Sequence[str], options: Options, top: int = 15) -> Report:
-    from habitat_trace.analysis.explain import explain
+    from habitat_trace.api import Trace
     from habitat_trace.commands.common import finish, progress, read
 
     targets = options.targets(to)  # unknown names fail before the trace is read
     with progress(f"reading {Path(trace).name}") as step:
         [run], unread, total = read(trace, options, one=True)
         step(f"predicting {len(targets)} GPUs")
-        e = explain(run, targets, top=top)
+        e = Trace(run).explain(to, top=top)
     several = len(targets) > 1
     steps = e.steps.iloc[0]
     title = (f"{steps['origin']} -> {', '.join(t.name for t in targets)}, per step (mean of {steps['steps']}), "

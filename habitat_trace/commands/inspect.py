@@ -5,7 +5,7 @@ and the profiler's overhead. A directory: every trace in it, a ``rank`` column w
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pandas as pd
 
@@ -44,18 +44,19 @@ OVERHEAD = (FILE, RANK, Column("mean_ms", "estimated ms per step", ".2f", short=
             Column("host_unit_ns", "host unit ns", ".0f", drop=1))
 
 
-def report(path: Path, top: int = 10, options: Optional[Options] = None) -> Report:
-    """Every trace of ``path``: a file, or a directory's runs (pipeline.run.Run.read), rank after rank."""
-    from habitat_trace.analysis.report import summarize
+def report(path: Path, options: Options, top: int = 10) -> Report:
+    """Every trace of ``path``: a file, or a directory's runs (pipeline.run.Run.read), rank after rank, each run's
+    origin step from its own replay (a directory's ranks jointly, as compare does)."""
+    from habitat_trace.api import Trace
     from habitat_trace.commands.common import finish, progress, read
 
     summaries = []
     with progress(f"reading {Path(path).name}") as step:
-        runs, unread, total = read(path, options or Options.load())
+        runs, unread, total = read(path, options)
         for run in runs:
-            for rank in run.ranks:
-                step(f"summarizing {rank.path.name}")
-                summaries.append((rank.path.name if total > 1 else None, rank.number, summarize(rank.tables, top=top)))
+            step(f"replaying {', '.join(r.path.name for r in run.ranks)}")
+            summaries += [(rank.path.name if total > 1 else None, rank.number, s)
+                          for rank, s in zip(run.ranks, Trace(run).inspect(top))]
     summaries.sort(key=lambda s: (s[1] is None, s[1] or 0, s[0] or ""))
     return finish(Report(tuple(_tables(summaries)), notes=(
         "profiler overhead: the profiler's own host time per step, removed from every prediction (docs/method.md, "
