@@ -40,7 +40,7 @@ from habitat_trace.ingest import classify as K  # noqa: E402
 from habitat_trace.ingest import schema as S  # noqa: E402
 from habitat_trace.ingest.trace import load  # noqa: E402
 from habitat_trace.timeline.steps import step_figures  # noqa: E402
-from habitat_trace.pipeline import DataParallel, Options, Run, iteration_figures  # noqa: E402
+from habitat_trace.pipeline import Options, Run, iteration_figures  # noqa: E402
 
 # The issue's acceptance bars: scale-out from one GPU within 10% of the measured N-rank step, the joint replay of the
 # measured ranks within 5% (issue 27, "Done when").
@@ -83,8 +83,8 @@ def predicted_scaleout(single: Any, world: int, strategy: str) -> tuple[float, f
     """(one-GPU replayed iteration, N-rank predicted iteration, warnings, its range's low and high end) in ms, on
     the origin GPU, from the loaded one-GPU trace: what ``compare TRACE --world-size N --strategy S`` reports on its
     origin row."""
-    alone = Run([single], Options.load()).baseline().ranks[0]
-    many = Run([single], Options.load(data_parallel=DataParallel(world, strategy))).baseline()
+    alone = Run([single], Options.of()).baseline().ranks[0]
+    many = Run([single], Options.of(world_size=world, strategy=strategy)).baseline()
     head = many.ranks[0].headline
     return (iteration_figures(alone.tables, alone.timeline)[0], head.iteration_ms, list(many.warnings),
             head.iteration_low_ms, head.iteration_high_ms)
@@ -97,7 +97,7 @@ def load_ranks(rank_files: list[Path]) -> list[Any]:
 def joint(traces: list[Any]) -> tuple[float, float, float]:
     """The slowest rank's iteration (ms) of the ranks replayed together on their own GPU (``compare DIR``'s origin
     row), and its range."""
-    head = Run(traces, Options.load()).baseline().slowest().headline
+    head = Run(traces, Options.of()).baseline().slowest().headline
     return head.iteration_ms, head.iteration_low_ms, head.iteration_high_ms
 
 

@@ -68,6 +68,7 @@ def _with_nvlink(p: Prediction, gbs: float) -> Prediction:
 @settings(max_examples=12)
 @given(strategy=STRATEGIES, target=st.sampled_from(["H100", "A100", "L4", "T4"]), bucket=st.floats(0.01, 100.0))
 @example(strategy="fsdp", target="H100", bucket=25.0)
+@pytest.mark.slow
 def test_one_rank_is_the_one_gpu_prediction(strategy: str, target: str, bucket: float) -> None:
     """N = 1 is the single-GPU prediction to the nanosecond: through scale_out, and through every command's path
     (Run.replay with --world-size 1, whatever --strategy and --bucket-mb say)."""
@@ -88,6 +89,7 @@ def test_one_rank_is_the_one_gpu_prediction(strategy: str, target: str, bucket: 
 
 @given(strategy=STRATEGIES, world=st.integers(2, 16), gbs=st.floats(10.0, 2000.0), more=st.floats(1.0, 20.0))
 @example(strategy="ddp", world=2, gbs=10.0, more=20.0)
+@pytest.mark.slow
 def test_more_bandwidth_is_never_slower(strategy: str, world: int, gbs: float, more: float) -> None:
     tables, pred, clock = _base()
     so = D.ScaleOut(world, strategy, gpus_per_node=16, interconnect="nvlink")
@@ -103,6 +105,7 @@ def test_more_bandwidth_is_never_slower(strategy: str, world: int, gbs: float, m
 @given(strategy=STRATEGIES, world=st.integers(2, 16), target=st.sampled_from(["H100", "A100", "L4"]),
        bucket=st.floats(1.0, 100.0))
 @example(strategy="fsdp", world=8, target="H100", bucket=25.0)  # issue 31: FSDP x8 was predicted below one GPU
+@pytest.mark.slow
 def test_n_ranks_are_never_faster_than_one(strategy: str, world: int, target: str, bucket: float) -> None:
     """Issue 31: with the same per-rank batch every rank runs the one-GPU step and more (communication, the copies
     and host work DDP/FSDP add, contention), so N ranks never take less time a step than one GPU, FSDP's optimizer
@@ -125,6 +128,7 @@ def _whole_nodes(ranks: int, per_node: int) -> int:
 
 @given(strategy=STRATEGIES, world=st.integers(2, 64), more=st.integers(1, 64), per_node=st.sampled_from([2, 4, 8]))
 @example(strategy="fsdp", world=8, more=1, per_node=8)  # 8 -> 16 ranks: a second node
+@pytest.mark.slow
 def test_more_ranks_never_communicate_less(strategy: str, world: int, more: int, per_node: int) -> None:
     """Per step, the bytes each rank moves (message x nccl-tests' bus factor) and the collectives' time never fall as
     ranks are added, on one node or on whole nodes (NCCL's tree latency counts nRanks / nNodes with integer
@@ -192,6 +196,7 @@ def test_the_replay_honours_every_dependency(strategy: str, target: str) -> None
 
 
 @pytest.mark.parametrize("strategy", D.STRATEGIES)
+@pytest.mark.slow
 def test_the_written_trace_shows_the_communication_stream(tmp_path: Path, strategy: str) -> None:
     """What ``scale --world-size 2`` writes: the communication streams named in Perfetto, every synthesized
     collective on one of them with its predicted time, Perfetto's import rules kept, the scale-out in the header."""

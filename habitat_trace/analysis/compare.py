@@ -1,5 +1,5 @@
-"""Which GPU to rent: ``gpu_table(run, targets) -> DataFrame``, one row per GPU (the origin first), and
-``compare(trace, to)``, the same for the Python API (``habitat_trace.compare``).
+"""Which GPU to rent: ``gpu_table(run, targets) -> DataFrame``, one row per GPU (the origin first); the Python API's
+``Trace.compare`` and the ``compare`` command return it.
 
 Pure: predicts and replays the run on each target (pipeline.Run.replay); prints and writes nothing. A run of
 several ranks reports its slowest rank, whose step sets the run's. The command (commands/compare.py) renders it.
@@ -17,6 +17,8 @@ Definitions (README, "Which GPU should I rent?"):
   never below what the trace proves on the origin (timeline/floors.py); ``range_source`` says what the band rests
   on ("model": the overhead model's measured error; "measured": the loop's noise around the step the trace
   carries; "none": the profiler's overhead kept, a point). A GPU-bound row's range is (nearly) a point.
+- ``whatif``: the deployment what-ifs a target row is predicted with (--interconnect, --gpus-per-node, --nodes; None
+  on the origin row and without them), so that the origin's GPU under a what-if reads as such, not as a twin row.
 - ``bound``: "launch" when the GPU is busy less than ``LAUNCH_BOUND_BUSY`` of the iteration, else "gpu".
 - ``usd_per_1k_iterations`` = usd_per_hour x GPUs (one per rank) x iteration_ms x 1000 / 3.6e6.
 - memory: see habitat_trace/analysis/memory.py (recorded peak or estimate, margin rule); the largest rank's.
@@ -29,46 +31,28 @@ Definitions (README, "Which GPU should I rent?"):
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from habitat_trace.errors import HabitatTraceError
-from habitat_trace.pipeline import DataParallel, Host, Options, Run
+from habitat_trace.errors import UsageError
+from habitat_trace.pipeline import DataParallel, Run
 from habitat_trace.pipeline.host import overhead_ms
 from habitat_trace.pipeline.run import RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import METHODS
 
-COLUMNS = ("gpu", "origin", "iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source", "gpu_busy_ms",
-           "speedup", "bound", "usd_per_hour", "price_source", "usd_per_1k_iterations", "peak_memory_gib",
-           "memory_source", "fits_memory", "method_share", "iteration_source", "profiler_overhead_ms", "ranks",
-           "slowest_rank", "transfer_ms", "wait_ms", "warnings")
+COLUMNS = ("gpu", "origin", "whatif", "iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source",
+           "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source", "usd_per_1k_iterations",
+           "peak_memory_gib", "memory_source", "fits_memory", "method_share", "iteration_source",
+           "profiler_overhead_ms", "ranks", "slowest_rank", "transfer_ms", "wait_ms", "warnings")
 SCALEOUT_COLUMNS = ("world_size", "strategy", "collectives", "comm_ms", "exposed_comm_ms")  # only with --world-size
 # A GPU busy less than half of the step waits on the CPU (launches, Python, data) more than it computes:
 # buying a faster GPU then shortens the step by less than the speed-up of its kernels.
 LAUNCH_BOUND_BUSY = 0.5
 MS_PER_HOUR = 3.6e6
 PRICE_OVERRIDE = "--price"
-
-
-def compare(trace_or_path: Any, to: str | Sequence[str], specs: Optional[Path] = None,
-            prices: Optional[dict[str, float]] = None, origin: Optional[str] = None,
-            progress: Optional[Callable[[str], None]] = None, host: Host = Host(),
-            data_parallel: DataParallel = DataParallel()) -> pd.DataFrame:
-    """One row per GPU (origin first, then ``to`` in order, each once): ``trace_or_path`` is a trace file, a
-    directory of one trace per rank, or a loaded ``habitat_trace.Trace``. ``prices`` maps a GPU name (any name
-    the catalog resolves) to USD per hour and overrides the catalog; ``progress`` is called with each GPU name
-    after its row is done; ``host``: the target host (pipeline.Host); ``data_parallel``: a one-GPU trace as one
-    of N ranks (pipeline.DataParallel, e.g. ``DataParallel(8, "fsdp")``)."""
-    options = Options.load(specs, origin, host, data_parallel=data_parallel)
-    targets = options.targets(to)  # unknown names fail before any work
-    overrides = {options.catalog.resolve(n).name: float(usd) for n, usd in (prices or {}).items()}
-    run = trace_or_path.with_options(options) if hasattr(trace_or_path, "with_options") else \
-        Run.open(trace_or_path, options)
-    return gpu_table(run, targets, overrides, progress)
 
 
 def gpu_table(run: Run, targets: Sequence[GpuSpec], prices: Optional[dict[str, float]] = None,
@@ -80,21 +64,21 @@ def gpu_table(run: Run, targets: Sequence[GpuSpec], prices: Optional[dict[str, f
     prices = prices or {}
     unused = sorted(set(prices) - {origin.name, *(t.name for t in rest)})
     if unused:
-        raise HabitatTraceError(f"--price {unused[0]}: not among the GPUs compared ({origin.name} and --to); "
-                                "add it to --to or drop its price")
+        raise UsageError(f"--price {unused[0]}: not among the GPUs compared ({origin.name} and --to); "
+                         "add it to --to or drop its price")
+    dp = run.options.data_parallel  # read here once: the rows say it (SCALEOUT_COLUMNS)
     rows = []
     for target in [None, *rest]:
         replay = run.baseline() if target is None else run.replay(target)
-        rows.append(_row(run, replay, prices))
+        rows.append(_row(run, replay, prices, dp))
         if progress is not None:
             progress(replay.gpu.name)
-    table = pd.DataFrame(rows, columns=list(COLUMNS) + list(SCALEOUT_COLUMNS if run.options.data_parallel.active
-                                                            else ()))
+    table = pd.DataFrame(rows, columns=list(COLUMNS) + list(SCALEOUT_COLUMNS if dp.active else ()))
     table["speedup"] = table["iteration_ms"].iat[0] / table["iteration_ms"]
     return table
 
 
-def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
+def _row(run: Run, replay: Replay, prices: dict[str, float], dp: DataParallel) -> dict[str, Any]:
     from habitat_trace.analysis.memory import fits
 
     gpu = replay.gpu
@@ -103,9 +87,10 @@ def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
     usd, price_source = _price(gpu, prices)
     peak_gib, mem_source = run_peak_memory(run)
     transfer, wait = collective_split(replay, replay.ranks.index(slow))
-    gpus = run.options.data_parallel.world_size if slow.scaled_out is not None else len(run.ranks)
-    return {**communication(slow, run.options.data_parallel),
-        "gpu": gpu.name, "origin": replay.target is None, "iteration_ms": head.iteration_ms,
+    gpus = dp.world_size if slow.scaled_out is not None else len(run.ranks)
+    return {**communication(slow, dp),
+        "gpu": gpu.name, "origin": replay.target is None,
+        "whatif": None if replay.target is None else run.options.deployment.whatif(), "iteration_ms": head.iteration_ms,
         "iteration_low_ms": head.iteration_low_ms, "iteration_high_ms": head.iteration_high_ms,
         "range_source": head.range_source, "gpu_busy_ms": head.gpu_busy_ms,
         "speedup": float("nan"), "bound": "launch" if head.gpu_busy_ms < LAUNCH_BOUND_BUSY * head.iteration_ms

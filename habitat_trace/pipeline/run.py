@@ -250,24 +250,39 @@ class Run:
         self._baseline: Optional[Replay] = None
 
     @classmethod
-    def open(cls, path: str | Path, options: Options) -> "Run":
-        """A trace file (one rank), or a directory of one trace per rank of one run (ordered by rank)."""
-        files = trace_files(Path(path))
-        tables = [load(f) for f in files]
-        runs = group_ranks(files, [t.distributed for t in tables])
-        if len(runs) > 1:
-            raise TraceFormatError(
-                f"{path}: {len(runs)} traces of different runs (no distributedInfo, or world size 1, or several "
-                "ranks of one number); this command reads one run: a trace, or a directory of one trace per rank "
-                "recorded after torch.distributed.init_process_group (`habitat-trace scale DIR` scales independent "
-                "traces)")
-        by_file = dict(zip(files, tables))
-        return cls([by_file[f] for f in runs[0]], options, Path(path))
+    def read(cls, path: str | Path | Sequence[Path], options: Options) -> tuple[list["Run"], list[Unread]]:
+        """Every run of a trace file, a directory (group_ranks: the ranks of a distributed run are one run, ordered
+        by rank; any other trace a run of its own) or a list of files, and the traces of a directory or list that
+        could not be read (a file's own error is raised). The one place runs are read (every command, the API, the
+        hook and scale's workers come through here)."""
+        several = not isinstance(path, (str, Path)) or Path(path).is_dir()
+        files = list(path) if not isinstance(path, (str, Path)) else trace_files(Path(path))
+        tables: dict[Path, Tables] = {}
+        unread: list[Unread] = []
+        for f in files:
+            try:
+                tables[f] = load(f)
+            except HabitatTraceError as exc:
+                if not several:
+                    raise
+                unread.append(Unread(f, exc))
+        runs = group_ranks(list(tables), [t.distributed for t in tables.values()])
+        source = Path(path) if isinstance(path, (str, Path)) else None
+        return [cls([tables[f] for f in run], options, source if len(runs) == 1 else None) for run in runs], unread
 
     @classmethod
-    def load(cls, files: Sequence[Path], options: Options, source: Optional[Path] = None) -> "Run":
-        """The files of one run (group_ranks' order)."""
-        return cls([load(f) for f in files], options, source)
+    def open(cls, path: str | Path | Sequence[Path], options: Options) -> "Run":
+        """One run (Run.read): a trace file (one rank), a directory of one trace per rank of one run, or the files
+        of one run; the first trace that could not be read raises its error."""
+        runs, unread = cls.read(path, options)
+        if unread:
+            raise unread[0].error
+        return one_run(runs, path)
+
+    def under(self, options: Options, tables: Optional[Sequence[Tables]] = None) -> "Run":
+        """This run predicted with other ``options``; with ``tables``, its ranks' tables replaced (a scaled run: the
+        target's tables, one per rank)."""
+        return Run(tables if tables is not None else [r.tables for r in self.ranks], options, self.source)
 
     @property
     def single(self) -> bool:
@@ -358,6 +373,25 @@ class Run:
         above 60% of a step: timeline/overhead.py), so that every row the clock serves says so."""
         several = len(self.ranks) > 1
         return [f"rank {r.number}: {w}" if several else w for r in self.ranks for w in r.clock.warnings]
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A trace of a directory that could not be read: its path and the error (the rest of the directory goes on)."""
+
+    path: Path
+    error: HabitatTraceError
+
+
+def one_run(runs: Sequence[Run], path: object) -> Run:
+    """The one run a command (compare, explain, validate) reads; an error naming ``path`` when there are several."""
+    if len(runs) > 1:
+        raise TraceFormatError(
+            f"{path}: {len(runs)} traces of different runs (no distributedInfo, or world size 1, or several "
+            "ranks of one number); this command reads one run: a trace, or a directory of one trace per rank "
+            "recorded after torch.distributed.init_process_group (`habitat-trace scale DIR` scales independent "
+            "traces)")
+    return runs[0]
 
 
 def trace_files(path: Path) -> list[Path]:

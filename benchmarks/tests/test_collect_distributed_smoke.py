@@ -107,7 +107,6 @@ def test_the_fsdp_units_wrapped_are_the_ones_inferred(collected: Path, workload:
     from habitat_trace.scale.params import recover
     from habitat_trace.scale.units import fsdp_units
 
-    sys.path.insert(0, str(SCRIPT.parent))
     from dist_workloads import WORKLOADS
 
     path = tmp_path / "single.json.gz"
