@@ -47,6 +47,9 @@ CpuSpeedOpt = typer.Option(1.0, "--cpu-speed", metavar="RATIO", min=0.01,
                            help="what-if: the target host's CPU speed relative to the origin's (1.5 = 50% faster)")
 KeepOverheadOpt = typer.Option(False, "--keep-profiler-overhead",
                                help="keep the profiler's host overhead in the replayed CPU timeline (default: removed)")
+MeasuredStepOpt = typer.Option(None, "--measured-step", metavar="MS|IT/s",
+                               help="your real step without the profiler (training log: 3.1ms or 320it/s): the origin "
+                                    "row is then exactly it, and every target's host clock is calibrated to it")
 
 
 def _version(value: bool) -> None:
@@ -60,13 +63,14 @@ def _version(value: bool) -> None:
 def _options(specs: Optional[Path], origin: Optional[str], cpu_speed: float = 1.0, keep: bool = False,
              interconnect: Optional[str] = None, gpus_per_node: Optional[int] = None,
              nodes: Optional[int] = None, world_size: int = 1, strategy: str = "ddp",
-             bucket_mb: float = DDP_BUCKET_MB) -> Any:
+             bucket_mb: float = DDP_BUCKET_MB, measured_step: Optional[str] = None) -> Any:
     """What every predicting command takes, parsed once (pipeline.Options): the same meaning for a file and a
     directory, in every command."""
     from habitat_trace.pipeline import DataParallel, Deployment, Host, Options
+    from habitat_trace.pipeline.host import step_ms
 
-    return Options.load(specs, origin, Host(cpu_speed, keep), Deployment(interconnect, gpus_per_node, nodes),
-                        DataParallel(world_size, strategy, bucket_mb))
+    return Options.load(specs, origin, Host(cpu_speed, keep, step_ms(measured_step)),
+                        Deployment(interconnect, gpus_per_node, nodes), DataParallel(world_size, strategy, bucket_mb))
 
 
 def _render(report: Any, fmt: str, stderr: bool = False) -> None:
@@ -119,7 +123,7 @@ def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
           nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
           jobs: int = typer.Option(1, "--jobs", "-j", metavar="N", help="processes: traces and targets in parallel"),
           fmt: str = FormatOpt, world_size: int = WorldSizeOpt, strategy: str = StrategyOpt,
-          bucket_mb: float = BucketMbOpt) -> None:
+          bucket_mb: float = BucketMbOpt, measured_step: Optional[str] = MeasuredStepOpt) -> None:
     """Write the trace as it would run on another GPU (TRACE a directory: every trace in it; the ranks of one
     distributed run are replayed jointly); one report of what was written."""
     from habitat_trace.commands import scale as cmd
@@ -127,7 +131,7 @@ def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
 
     check_format(fmt)
     options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
-                       bucket_mb)
+                       bucket_mb, measured_step)
     try:
         report = cmd.report(trace, to=to, out=out, options=options, jobs=jobs)
     except cmd.ReportedError as exc:
@@ -175,7 +179,8 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
             origin: Optional[str] = FromOpt,
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
             nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
-            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt) -> None:
+            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt,
+            measured_step: Optional[str] = MeasuredStepOpt) -> None:
     """One run against many GPUs: iteration time, speed-up, cost, memory fit (TRACE a directory of per-rank
     traces: the slowest rank's step after a joint replay; --world-size N: a one-GPU trace as one of N ranks)."""
     from habitat_trace.commands import compare as cmd
@@ -183,7 +188,7 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
 
     check_format(fmt)
     options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
-                       bucket_mb)
+                       bucket_mb, measured_step)
     _render(cmd.report(trace, to=to, options=options, prices=price, plot=plot), fmt)
 
 
@@ -192,7 +197,8 @@ def explain(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
             fmt: str = FormatOpt, origin: Optional[str] = FromOpt,
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
             nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
-            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt) -> None:
+            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt,
+            measured_step: Optional[str] = MeasuredStepOpt) -> None:
     """The ops and kernels whose time changes most on the target, and why; per rank, the step before and after
     (TRACE a directory of per-rank traces: with the collectives' transfer time and the wait for the other ranks)."""
     from habitat_trace.commands import explain as cmd
@@ -200,7 +206,7 @@ def explain(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
 
     check_format(fmt)
     options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
-                       bucket_mb)
+                       bucket_mb, measured_step)
     _render(cmd.report(trace, to=to, options=options, top=top), fmt)
 
 

@@ -82,6 +82,9 @@ def notes(rows: list[dict[str, Any]]) -> tuple[str, ...]:
     if rows and rows[0].get("world_size"):
         out.append("comm ms: GPU time of the synthesized collectives per step; exposed: the part no compute overlaps "
                    "(docs/distributed.md, 'Scale-out from one GPU': what is assumed)")
+    from habitat_trace.analysis.compare import anchor_note
+
+    out += [n for n in [anchor_note(rows[0]) if rows else None] if n]
     prices = sorted({f"{r['gpu']}: {r['price_source']}" for r in rows if r["price_source"]})
     if prices:
         out.append("prices (on-demand, per GPU): " + "; ".join(prices))
