@@ -36,7 +36,7 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, schedule  # noqa: E402
 
 from collect_traces import (device_info, green_stream, gzip_to, profile_to_gzip, quantile, run_dry,  # noqa: E402
-                            run_each, seed_all, steady_wall_ms)
+                            run_each, seed_all, selected, steady_wall_ms)
 from launch_workloads import SETS  # noqa: E402
 from timing import event_times_ms  # noqa: E402
 from workloads import Workload  # noqa: E402
@@ -153,13 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tar", action="store_true", help="pack the traces into traces.tar.NN parts at the end")
     ap.add_argument("--dry-run", action="store_true", help="CPU smoke: tiny sizes, one step, no profiler")
     a = ap.parse_args(argv)
-    chosen = SETS[a.set]
-    names = [n for n in a.only.split(",") if n] or list(chosen)
-    unknown = [n for n in names if n not in chosen]
-    if unknown:
-        raise SystemExit(f"unknown workload(s) {unknown}; set {a.set} has: {', '.join(chosen)}")
+    workloads = selected(a.only, SETS[a.set])
     os.makedirs(a.out, exist_ok=True)
-    workloads = [chosen[n] for n in names]
     if a.dry_run:
         return run_dry(workloads, a.out)
     info = device_info()
