@@ -145,7 +145,8 @@ def host_clock(tables: Tables, host: Host = Host()) -> HostClock:
             est = overhead.estimate(tables, one_clock=True, scale=factor)
     clock = CpuClock.from_knots(*est.knots(0), start, host.cpu_speed)
     pace = 1.0 if measured is None else _pace(tables, clock, measured)
-    warnings = est.warnings + (_given_warnings(tables, est, measured, factor) if source == GIVEN_BY_USER else ())
+    given_ns = measured if source == GIVEN_BY_USER else None
+    warnings = est.warnings + (_given_warnings(tables, est, given_ns, factor) if given_ns is not None else ())
     return HostClock(replace(clock, speed=host.cpu_speed * pace), est.per_step_ns, measured, factor, est.evidence,
                      warnings, measured_source=source, pace=pace)
 
