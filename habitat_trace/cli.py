@@ -42,6 +42,9 @@ WorldSizeOpt = typer.Option(1, "--world-size", metavar="N",
 StrategyOpt = typer.Option("ddp", "--strategy", metavar="ddp|fsdp|fsdp1", help="scale-out: DDP buckets, FSDP2 (fully_shard) or FSDP1 units")
 DDP_BUCKET_MB = 25.0  # scale.dataparallel.DEFAULT_BUCKET_MB, written here so that --help imports no numpy (tested)
 BucketMbOpt = typer.Option(DDP_BUCKET_MB, "--bucket-mb", metavar="MB", help="scale-out: DDP's bucket_cap_mb in MiB")
+MeasuredStepOpt = typer.Option(None, "--measured-step", metavar="MS|IT/s",
+                               help="your real step without the profiler (training log: 3.1ms or 320it/s): the origin "
+                                    "row is then exactly it, and every target's host clock is calibrated to it")
 # the target's host (pipeline.Host): the origin's, without the profiler's overhead, at a what-if speed
 CpuSpeedOpt = typer.Option(1.0, "--cpu-speed", metavar="RATIO", min=0.01,
                            help="what-if: the target host's CPU speed relative to the origin's (1.5 = 50% faster)")
@@ -137,7 +140,7 @@ def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
           keep_profiler_overhead: bool = KeepOverheadOpt,
           jobs: int = typer.Option(1, "--jobs", "-j", metavar="N", help="processes: traces and targets in parallel"),
           fmt: str = FormatOpt, world_size: int = WorldSizeOpt, strategy: str = StrategyOpt,
-          bucket_mb: float = BucketMbOpt) -> None:
+          bucket_mb: float = BucketMbOpt, measured_step: Optional[str] = MeasuredStepOpt) -> None:
     """Write the trace as it would run on another GPU (TRACE a directory: every trace in it; the ranks of one
     distributed run are replayed jointly); one report of what was written."""
     from habitat_trace.commands import scale as cmd
@@ -181,7 +184,8 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
             nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
             keep_profiler_overhead: bool = KeepOverheadOpt,
-            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt) -> None:
+            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt,
+            measured_step: Optional[str] = MeasuredStepOpt) -> None:
     """One run against many GPUs: iteration time, speed-up, cost, memory fit (TRACE a directory of per-rank
     traces: the slowest rank's step after a joint replay; --world-size N: a one-GPU trace as one of N ranks)."""
     from habitat_trace.commands import compare as cmd
@@ -198,7 +202,8 @@ def explain(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
             nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
             keep_profiler_overhead: bool = KeepOverheadOpt,
-            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt) -> None:
+            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt,
+            measured_step: Optional[str] = MeasuredStepOpt) -> None:
     """The ops and kernels whose time changes most on the target, and why; per rank, the step before and after
     (TRACE a directory of per-rank traces: with the collectives' transfer time and the wait for the other ranks)."""
     from habitat_trace.commands import explain as cmd

@@ -185,7 +185,8 @@ def test_issue31_hidden_communication_is_said_under_the_table() -> None:
     communication is under 1% of its step now says that the collectives are hidden (and only that row)."""
     from habitat_trace.commands.compare import notes
 
-    base = {"memory_source": "estimate", "ranks": 1, "world_size": 4, "price_source": ""}
+    base = {"memory_source": "estimate", "ranks": 1, "world_size": 4, "price_source": "", "iteration_source": "given",
+            "iteration_low_ms": 1.0, "iteration_high_ms": 1.0}
     rows = [{**base, "gpu": "H100 SXM5 80GB", "iteration_ms": 66.54, "comm_ms": 5.0, "exposed_comm_ms": 0.11},
             {**base, "gpu": "L4", "iteration_ms": 300.0, "comm_ms": 40.0, "exposed_comm_ms": 12.0}]
     said = [n for n in notes(rows) if n.startswith("communication hidden")]

@@ -10,13 +10,16 @@ Definitions (README, "Which GPU should I rent?"):
   not the profiled one. The replayed CPU span keeps a launch-bound step launch-bound (its blocking calls end when
   the GPU work ends on the target); the GPU busy time covers a step without a blocking call, whose queue grows
   until the GPU's pace sets the period. Without ProfilerSteps the whole trace is one step (replayed GPU span). On
-  the origin row, a trace that carries its measured un-profiled step time (habitat_trace.schedule) reports
-  max(that, the GPU busy time) instead (``iteration_source`` "measured").
+  the origin row, a step the user measured (Host.measured_step_ms, --measured-step) is the iteration exactly
+  (``iteration_source`` "given"); a trace that carries its measured un-profiled step time (habitat_trace.schedule)
+  reports max(that, the GPU busy time) (``iteration_source`` "measured"); else the estimate ("estimated"); every
+  target row is "predicted".
 - ``iteration_low_ms``..``iteration_high_ms``: what the trace cannot tell, the host's pace without the profiler
   (timeline/hostband.py): the same replay on the fastest and slowest host clocks the trace is consistent with,
   never below what the trace proves on the origin (timeline/floors.py); ``range_source`` says what the band rests
-  on ("model": the overhead model's measured error; "measured": the loop's noise around the step the trace
-  carries; "none": the profiler's overhead kept, a point). A GPU-bound row's range is (nearly) a point.
+  on ("model": nothing anchors it, the origin rows' measured error; "measured"/"given": the loop's noise around the
+  step the trace carries or the user gave, the given origin row a point; "none": the profiler's overhead kept, a
+  point). A GPU-bound row's range is (nearly) a point; ``anchor_note`` says when an estimated origin's is wide.
 - ``whatif``: the deployment what-ifs a target row is predicted with (--interconnect, --gpus-per-node, --nodes; None
   on the origin row and without them), so that the origin's GPU under a what-if reads as such, not as a twin row.
 - ``bound``: "launch" when the GPU is busy less than ``LAUNCH_BOUND_BUSY`` of the iteration, else "gpu".
@@ -42,6 +45,7 @@ from habitat_trace.pipeline.host import overhead_ms
 from habitat_trace.pipeline.run import RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import METHODS
+from habitat_trace.timeline import hostband
 
 COLUMNS = ("gpu", "origin", "whatif", "iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source",
            "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source", "usd_per_1k_iterations",
@@ -51,6 +55,9 @@ SCALEOUT_COLUMNS = ("world_size", "strategy", "collectives", "comm_ms", "exposed
 # A GPU busy less than half of the step waits on the CPU (launches, Python, data) more than it computes:
 # buying a faster GPU then shortens the step by less than the speed-up of its kernels.
 LAUNCH_BOUND_BUSY = 0.5
+# An origin range wider than a measured loop's own noise (hostband.MEASURED_SLOW / MEASURED_FAST: 1.41x) is wide;
+# with nothing anchoring the origin row, compare says so under its table (anchor_note, issue 35).
+WIDE_RANGE = hostband.MEASURED_SLOW / hostband.MEASURED_FAST
 MS_PER_HOUR = 3.6e6
 PRICE_OVERRIDE = "--price"
 
@@ -104,6 +111,16 @@ def _row(run: Run, replay: Replay, prices: dict[str, float], dp: DataParallel) -
         "slowest_rank": None if run.single else slow.rank.number, "transfer_ms": transfer, "wait_ms": wait,
         "warnings": list(replay.warnings),
     }
+
+
+def anchor_note(origin: dict[str, Any]) -> Optional[str]:
+    """One line for compare's notes when the origin row (a row of ``gpu_table``) is estimated, the trace holding no
+    measured step and none given, and its range is wide (WIDE_RANGE): how wide, and how to anchor it; else None."""
+    lo, hi = origin["iteration_low_ms"], origin["iteration_high_ms"]
+    if origin["iteration_source"] != "estimated" or not lo > 0 or hi / lo <= WIDE_RANGE:
+        return None
+    return (f"origin step estimated, nothing anchors it: the real one may be {lo:.2f}-{hi:.2f} ms ({hi / lo:.1f}x); "
+            "give it with --measured-step (ms or it/s)")
 
 
 def communication(rr: RankReplay, dp: DataParallel) -> dict[str, Any]:

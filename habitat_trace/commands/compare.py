@@ -78,6 +78,7 @@ HIDDEN_SHARE = 0.01
 
 
 def notes(rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    from habitat_trace.analysis.compare import anchor_note
     from habitat_trace.analysis.memory import CONTEXT_GIB, FRAGMENTATION_FACTOR
 
     source = rows[0]["memory_source"] if rows else "estimate"
@@ -97,6 +98,7 @@ def notes(rows: list[dict[str, Any]]) -> tuple[str, ...]:
             out.append(f"communication hidden on {', '.join(hidden)}: the collectives overlap the compute (exposed < "
                        f"{HIDDEN_SHARE:.0%} of the step), so more ranks move these rows only by the longer collectives' "
                        "contention and host work; `explain --world-size` splits the step")
+    out += [n for n in [anchor_note(rows[0]) if rows else None] if n]
     prices = sorted({f"{r['gpu']}: {r['price_source']}" for r in rows if r["price_source"]})
     if prices:
         out.append("prices (on-demand, per GPU): " + "; ".join(prices))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from habitat_trace.errors import SpecError, UsageError
-from habitat_trace.pipeline.host import Host
+from habitat_trace.pipeline.host import Host, step_ms
 from habitat_trace.scale.collective import INTERCONNECTS, with_deployment
 from habitat_trace.scale.dataparallel import DEFAULT_BUCKET_MB, STRATEGIES, ScaleOut
 from habitat_trace.scale.gpu import GpuSpec
@@ -81,10 +81,11 @@ class DataParallel:
 
 # keyword -> the part of Options it sets (the part's field of that name); "specs" and "origin" are read against the
 # catalog by Options.but
-PARTS = {"cpu_speed": "host", "keep_profiler_overhead": "host", "interconnect": "deployment",
+PARTS = {"cpu_speed": "host", "keep_profiler_overhead": "host", "measured_step_ms": "host", "interconnect": "deployment",
          "gpus_per_node": "deployment", "nodes": "deployment", "world_size": "data_parallel",
          "strategy": "data_parallel", "bucket_mb": "data_parallel"}
-KEYWORDS = ("specs", "origin", *PARTS)
+# "measured_step" is the user's text (--measured-step: ms or it/s), read into the host's measured_step_ms
+KEYWORDS = ("specs", "origin", *(k for k in PARTS if k != "measured_step_ms"), "measured_step")
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,9 @@ class Options:
     def of(cls, **keywords: Any) -> "Options":
         """The packaged catalog and the defaults, with ``keywords`` (KEYWORDS): ``specs`` (a catalog TOML added),
         ``origin`` (``--from``: a GPU name, checked against the catalog), ``cpu_speed``, ``keep_profiler_overhead``,
-        ``interconnect``, ``gpus_per_node``, ``nodes``, ``world_size``, ``strategy``, ``bucket_mb``; None, or a
-        keyword left out, is the default."""
+        ``interconnect``, ``gpus_per_node``, ``nodes``, ``world_size``, ``strategy``, ``bucket_mb``,
+        ``measured_step`` (the user's un-profiled origin step: ms, "3.1ms" or "320it/s"; pipeline.host.step_ms); None,
+        or a keyword left out, is the default."""
         return cls(load_catalog()).but(**keywords)
 
     def but(self, **changes: Any) -> "Options":
@@ -128,6 +130,8 @@ class Options:
             out["origin"] = changes["origin"] or None
         if isinstance(out.get("origin", self.origin), str):
             out.get("catalog", self.catalog).resolve(out.get("origin", self.origin))
+        given = changes.get("measured_step")
+        changes = {**changes, **({"measured_step_ms": step_ms(given)} if given is not None else {})}
         for part in dict.fromkeys(PARTS.values()):
             mine = {k: v for k, v in changes.items() if PARTS.get(k) == part and v is not None}
             if mine:
