@@ -176,6 +176,7 @@ class RankReplay:
     scaled_out: Optional[ScaledOut] = None  # --world-size N: the synthesized rank (its tables are what was replayed)
     band_ends: Optional[BandEnds] = None  # the replays on the rank's band (None: a point range)
     position: int = 0  # the rank's place in band_ends
+    run_ranks: int = 1  # the ranks replayed jointly with it (their range holds the joint replay's own error too)
 
     @property
     def tables(self) -> Tables:
@@ -224,6 +225,11 @@ class RankReplay:
             return Headline(central, busy, kind, central, central, "none")
         fast, slow = self.band_ends.of(self.position)
         lo, hi = hostband.ends_range(fast, slow, central, floor)
+        # a data-parallel step, synthesized or replayed from its ranks: its own measured error too (hostband)
+        if self.scaled_out is not None:
+            lo, hi = min(lo, central * hostband.SCALEOUT_FAST), max(hi, central * hostband.SCALEOUT_SLOW)
+        elif self.run_ranks > 1:
+            lo, hi = min(lo, central * hostband.JOINT_FAST), max(hi, central * hostband.JOINT_SLOW)
         return Headline(central, busy, kind, lo, hi, source)
 
 
@@ -328,7 +334,7 @@ class Run:
             return [iteration_and_fastest(t, tl) for t, tl in zip(tables, timelines)]
         ends = BandEnds(iterate, bands)
         ranks = tuple(RankReplay(r, p, tl, r.clock if c is None or c is r.clock.clock else replace(r.clock, clock=c),
-                                 band_ends=ends, position=i)
+                                 band_ends=ends, position=i, run_ranks=len(self.ranks))
                       for i, (r, p, tl, c) in enumerate(zip(self.ranks, joint.predictions, joint.timelines,
                                                             joint.clocks)))
         warnings = tuple(dict.fromkeys([w for p in preds for w in p.warnings] + self.host_warnings()
