@@ -31,6 +31,11 @@ def test_fanned_compare_equals_the_single_process_one(files: list[Path]) -> None
     targets = ["A100", "T4"]
     fanned = ranks_table(files, options, [CATALOG.resolve(t) for t in targets], LocalPool(1))
     pd.testing.assert_frame_equal(fanned, single_process(files, targets, options), check_exact=True)
+    # the joint replay's range (issue 31: the slowest host of the run, the fast end decontended, JOINT_* widening)
+    # is among what is equal, not a point: the fanout replays the band's ends as Run.replay does
+    assert (fanned["iteration_low_ms"] < fanned["iteration_ms"]).all()
+    assert (fanned["iteration_high_ms"] > fanned["iteration_ms"]).all()
+    assert set(fanned["range_source"]) == {"model"}
 
 
 def test_fanned_joint_replay_equals_run_replay(tmp_path: Path) -> None:
@@ -132,3 +137,19 @@ def test_scale_recipe_on_a_dask_cluster_writes_the_single_process_traces(tmp_pat
     for p in paths.values():
         assert (tmp_path / "out" / p.name).read_bytes() == p.read_bytes(), p.name
     assert not list((tmp_path / "out").glob("*.habitat-staging"))
+
+
+def test_api_compare_of_a_ranks_directory_fans_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """habitat_trace.compare(DIR) goes through the fanout (one rank's tables at a time) and gives the rows of the
+    loaded run's Trace.compare, prices and the joint replay's range included."""
+    import habitat_trace
+    import habitat_trace.pipeline.fanout as fanout
+
+    calls: list[int] = []
+    fan_out_ = fanout.fan_out
+    monkeypatch.setattr(fanout, "fan_out", lambda files, *a, **k: calls.append(len(files)) or fan_out_(files, *a, **k))
+    prices = {"A100": 1.5}
+    fanned = habitat_trace.compare(FSDP[0].parent, ["A100"], prices)
+    assert calls == [2]
+    pd.testing.assert_frame_equal(fanned, habitat_trace.open(FSDP[0].parent).compare(["A100"], prices),
+                                  check_exact=True)

@@ -3,7 +3,8 @@ this process, in N local processes (``--jobs N``) or on a Dask cluster (``--dask
 
 1. map (``_summarize``): per rank, ingest, predict on every target and reduce the rank to its summary for the joint
    replay (timeline/summary.py) on each host clock it is replayed on: the central one and the band's fast and slow
-   ends (pipeline.run.BandEnds); a few values per collective.
+   ends (pipeline.run.BandEnds: the band of the slowest of the run's hosts, the fast end with the recording's
+   contention taken out, as Run.replay's); a few values per collective.
 2. reduce (``joint.settle``): per target and clock, the joint replay on the summaries alone.
 3. map (``_finish``): per rank, ingest again, replay on the settled durations (joint_replay's last step) and keep what
    the caller needs: the rank's figures (``RankFigures``: compare's row), and for ``scale`` its written traces. The
@@ -238,8 +239,24 @@ def _rank(path: Path, options: Options) -> Any:
     return Rank(load(path), options)
 
 
-def _clocks(rank: Any) -> tuple[Any, Any, Any]:
-    return rank.clock.clock, rank.band.fast, rank.band.slow
+def _band(rank: Any, ranks: int) -> Any:
+    """The rank's host band in a run of ``ranks`` (Run.replay: every collective waits for the slowest host)."""
+    from habitat_trace.timeline.hostband import slowest_of
+
+    return slowest_of(rank.band, ranks)
+
+
+def _clocks(rank: Any, ranks: int) -> tuple[Any, Any, Any]:
+    band = _band(rank, ranks)
+    return rank.clock.clock, band.fast, band.slow
+
+
+def _bases(rank: Any, p: Any) -> tuple[Any, Any, Any]:
+    """The prediction each clock of CLOCKS replays: on the fast one, the recording's contention taken out
+    (Run.replay's fast end: timeline.scaleout.decontended)."""
+    from habitat_trace.timeline.scaleout import decontended
+
+    return p, decontended(rank.tables, p), p
 
 
 def _predictions(rank: Any, targets: Sequence[Optional[GpuSpec]]) -> list[Any]:
@@ -248,7 +265,7 @@ def _predictions(rank: Any, targets: Sequence[Optional[GpuSpec]]) -> list[Any]:
     return [predict(rank.tables, rank.origin, t if t is not None else rank.origin) for t in targets]
 
 
-def _summarize(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...], several: bool) -> RankMap:
+def _summarize(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...], ranks: int) -> RankMap:
     """The first map (module doc)."""
     from habitat_trace.analysis.memory import peak_memory
     from habitat_trace.timeline.summary import prepare, summarize
@@ -257,64 +274,68 @@ def _summarize(path: Path, options: Options, targets: tuple[Optional[GpuSpec], .
     preds = _predictions(r, targets)
     prepared = prepare(r.tables)
     summaries = []
+    clocks = _clocks(r, ranks)
     for p in preds:
-        done: dict[int, RankSummary] = {}  # a point band's ends are the central clock: summarized once
-        for c in _clocks(r):
-            if id(c) not in done:
-                done[id(c)] = summarize(r.tables, p.dur_ns, c, prepared)
-        summaries.append(tuple(done[id(c)] for c in _clocks(r)))
-    host = tuple(f"rank {r.number}: {w}" if several else w for w in r.clock.warnings)
+        done: dict[tuple[int, int], RankSummary] = {}  # a point band's ends are the central clock: summarized once
+        keys = []
+        for c, base in zip(clocks, _bases(r, p)):
+            keys.append((id(c), id(base)))
+            if keys[-1] not in done:
+                done[keys[-1]] = summarize(r.tables, base.dur_ns, c, prepared)
+        summaries.append(tuple(done[k] for k in keys))
+    host = tuple(f"rank {r.number}: {w}" if ranks > 1 else w for w in r.clock.warnings)
     return RankMap(r.number, r.origin, tuple(summaries), tuple(tuple(p.warnings) for p in preds), host,
                    peak_memory(r.tables))
 
 
-def _finish(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...],
+def _finish(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...], ranks: int,
             combos: dict[tuple[int, int], Combo], write: Optional[dict[tuple[Path, str], Path]]) -> RankRound:
     """The second map (module doc): the rank's replays on the settled durations, its figures per target and, with
     ``write`` (scale's output paths), its traces written to their staging paths."""
-    from habitat_trace.pipeline.figures import iteration_figures
+    from habitat_trace.pipeline.figures import iteration_and_fastest
     from habitat_trace.timeline.joint import queue_delays
     from habitat_trace.timeline.replay import replay
     from habitat_trace.timeline.summary import summarize
 
     r = _rank(path, options)
     preds = _predictions(r, targets)
-    clocks = _clocks(r)
+    clocks = _clocks(r, ranks)
     delays: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, RankSummary]] = {}
     replays: list[RankReplay] = []
     for ti, p in enumerate(preds):
         out = []
-        for ci, base in enumerate(clocks):
+        for ci, (start, base) in enumerate(zip(clocks, _bases(r, p))):
             c = combos[(ti, ci)]
-            clock = base
+            clock = start
             for at, d in c.delays:
                 clock = clock.delayed(at, d)
-            dur = np.asarray(p.dur_ns, dtype=np.int64).copy()
+            dur = np.asarray(base.dur_ns, dtype=np.int64).copy()
             dur[c.rows] = c.dur_ns
-            joint = replace(p, dur_ns=dur) if len(c.rows) else p
+            joint = replace(base, dur_ns=dur) if len(c.rows) else base
             tl = replay(r.tables, joint, clock)
             if c.check:
                 at, d = queue_delays(r.tables, tl)
                 if len(at):
                     later = clock.delayed(at, d)
-                    delays[(ti, ci)] = (at, d, summarize(r.tables, p.dur_ns, later))
+                    delays[(ti, ci)] = (at, d, summarize(r.tables, base.dur_ns, later))
             out.append((joint, tl, clock))
         (joint, tl, clock), fast, slow = out[0], out[1][1], out[2][1]
         host = r.clock if clock is r.clock.clock else replace(r.clock, clock=clock)
-        ends = _Ends(iteration_figures(r.tables, fast)[0], iteration_figures(r.tables, slow)[0])
-        replays.append(RankReplay(r, joint, tl, host, band_ends=BandEnds(ends, [r.band])))
+        ends = _Ends(iteration_and_fastest(r.tables, fast), iteration_and_fastest(r.tables, slow))
+        replays.append(RankReplay(r, joint, tl, host, band_ends=BandEnds(ends, [_band(r, ranks)]),
+                                  run_ranks=ranks))
     rows = _write(replays, targets, write) if write is not None and not delays else []
     return RankRound(tuple(RankFigures.of(rr) for rr in replays), delays, rows)
 
 
 class _Ends:
-    """BandEnds' replays, already done: it asks for the fast clocks' iterations first, then the slow ones'
-    (pipeline.run.BandEnds.of)."""
+    """BandEnds' replays, already done: it asks for the fast clocks' (iteration, fastest step) first, then the slow
+    ones' (pipeline.run.BandEnds.of)."""
 
-    def __init__(self, fast: float, slow: float) -> None:
+    def __init__(self, fast: tuple[float, float], slow: tuple[float, float]) -> None:
         self._left = [[slow], [fast]]
 
-    def __call__(self, clocks: Sequence[Any]) -> list[float]:
+    def __call__(self, clocks: Sequence[Any]) -> list[tuple[float, float]]:
         return self._left.pop()
 
 
@@ -362,7 +383,7 @@ def fan_out(files: Sequence[Path], options: Options, targets: Sequence[GpuSpec],
     every: tuple[Optional[GpuSpec], ...] = (None, *targets)
     memory = [int(PEAK_PER_BYTE * uncompressed_size(f)) for f in files]
     progress(f"summarizing {len(files)} ranks for the joint replay")
-    maps: list[RankMap] = pool.map(_summarize, [(f, options, every, True) for f in files], memory)
+    maps: list[RankMap] = pool.map(_summarize, [(f, options, every, len(files)) for f in files], memory)
     combos = [(ti, ci) for ti in range(len(every)) for ci in range(len(CLOCKS))]
     summaries = {k: [m.summaries[k[0]][k[1]] for m in maps] for k in combos}
     history: dict[tuple[int, int], list[tuple[tuple[np.ndarray, np.ndarray], ...]]] = \
@@ -373,8 +394,8 @@ def fan_out(files: Sequence[Path], options: Options, targets: Sequence[GpuSpec],
                                                                          if rounds else ""))
         plans = [{k: Combo(*_mine(settled[k], r), history[k][r], rounds < MAX_QUEUE_ROUNDS) for k in combos}
                  for r in range(len(files))]
-        done: list[RankRound] = pool.map(_finish, [(f, options, every, p, write) for f, p in zip(files, plans)],
-                                         memory)
+        done: list[RankRound] = pool.map(_finish, [(f, options, every, len(files), p, write)
+                                                   for f, p in zip(files, plans)], memory)
         again = {k for d in done for k in d.delays}
         if not again:
             break
