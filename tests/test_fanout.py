@@ -136,7 +136,7 @@ def test_scale_recipe_on_a_dask_cluster_writes_the_single_process_traces(tmp_pat
     assert len(rows) == 8 * len(targets) and not any(r["error"] for r in rows)
     for p in paths.values():
         assert (tmp_path / "out" / p.name).read_bytes() == p.read_bytes(), p.name
-    assert not list((tmp_path / "out").glob("*.habitat-staging"))
+    assert not list((tmp_path / "out").glob(".habitat-staging.*"))
 
 
 def test_api_compare_of_a_ranks_directory_fans_out(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,3 +153,21 @@ def test_api_compare_of_a_ranks_directory_fans_out(monkeypatch: pytest.MonkeyPat
     assert calls == [2]
     pd.testing.assert_frame_equal(fanned, habitat_trace.open(FSDP[0].parent).compare(["A100"], prices),
                                   check_exact=True)
+
+
+def test_scale_dir_writes_gzip_where_the_name_says_so(tmp_path: Path) -> None:
+    """Regression: the fanout wrote each trace to a staging name and renamed it; a staging *suffix* hid the .gz from
+    the writer, so scale DIR wrote plain JSON under .json.gz names. Now the outputs are the single-process ones."""
+    from habitat_trace.cli import main
+    from habitat_trace.commands.batch import Unit, scale_unit
+    from habitat_trace.pipeline.document import output_name
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "ref").mkdir()
+    main(["-q", "scale", str(FSDP[0].parent), "--to", "A100", "-o", str(tmp_path / "out") + "/"])
+    a100 = CATALOG.resolve("A100")
+    paths = {(f, a100.name): tmp_path / "ref" / output_name(f, a100) for f in FSDP}
+    assert not any(r["error"] for r in scale_unit(Unit(tuple(FSDP), (a100,)), Options(CATALOG), paths).rows)
+    for p in paths.values():
+        assert (tmp_path / "out" / p.name).read_bytes()[:2] == b"\x1f\x8b"
+        assert (tmp_path / "out" / p.name).read_bytes() == p.read_bytes(), p.name

@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 
 CLOCKS = ("central", "fast", "slow")  # the host clocks a rank is replayed on: Rank.clock, Rank.band's two ends
 MEMORY_RESOURCE = "MEMORY"  # the Dask worker resource a task's memory is declared in (bytes)
-STAGING = ".habitat-staging"  # suffix of a trace written before its run's last queue round
+# prefix of a trace written before its run's last queue round: a prefix, so that the name keeps its .gz (the writer
+# compresses by the name; a suffix wrote plain JSON that was then renamed to .json.gz)
+STAGING = ".habitat-staging."
 
 
 @dataclass(frozen=True)
@@ -356,7 +358,7 @@ def _write(replays: list[RankReplay], targets: Sequence[Optional[GpuSpec]],
 
 
 def staging(path: Path) -> Path:
-    return path.with_name(path.name + STAGING)
+    return path.with_name(STAGING + path.name)
 
 
 # --- the driver -----------------------------------------------------------------------------------------------
