@@ -48,7 +48,7 @@ HTA_NCCL = ROOT.parent / "shared" / "data" / "external-traces" / "a100_nccl.json
 
 def scaling(source: str, world: int, work: Path) -> dict[str, Any]:
     import habitat_trace.pipeline.fanout as fanout
-    from habitat_trace.commands.batch import uncompressed_size
+    from habitat_trace.pipeline.jobs import uncompressed_size
     from habitat_trace.pipeline import Options
     from habitat_trace.scale.specs import load_catalog
 
@@ -90,7 +90,7 @@ def parent(copies: int, work: Path, jobs: int) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from ingest_speed import build
 
-    from habitat_trace.commands.batch import uncompressed_size
+    from habitat_trace.pipeline.jobs import uncompressed_size
 
     big = work / "a100_nccl_long.json"
     build(HTA_NCCL, copies, big)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from habitat_trace.cli import main
-from habitat_trace.commands.batch import PEAK_PER_BYTE, plan_jobs, uncompressed_size
+from habitat_trace.pipeline.jobs import PEAK_PER_BYTE, plan_jobs, uncompressed_size
 from tests.dist_helpers import ddp_trace, write
 
 

@@ -156,15 +156,16 @@ def test_api_compare_of_a_ranks_directory_fans_out(monkeypatch: pytest.MonkeyPat
 
 
 def test_scale_dir_writes_gzip_where_the_name_says_so(tmp_path: Path) -> None:
-    """Regression: the fanout wrote each trace to a staging name and renamed it; a staging *suffix* hid the .gz from
-    the writer, so scale DIR wrote plain JSON under .json.gz names. Now the outputs are the single-process ones."""
+    """Regression: scale DIR wrote each rank's trace to a staging name and renamed it; a staging *suffix* hid the .gz
+    from the writer, so it wrote plain JSON under .json.gz names. Now the outputs are the single-process ones."""
     from habitat_trace.cli import main
     from habitat_trace.commands.batch import Unit, scale_unit
     from habitat_trace.pipeline.document import output_name
 
     (tmp_path / "out").mkdir()
     (tmp_path / "ref").mkdir()
-    main(["-q", "scale", str(FSDP[0].parent), "--to", "A100", "-o", str(tmp_path / "out") + "/"])
+    # --jobs 2: the writer (commands/batch.write_staged) travels to the pool's processes
+    main(["-q", "scale", str(FSDP[0].parent), "--to", "A100", "-o", str(tmp_path / "out") + "/", "--jobs", "2"])
     a100 = CATALOG.resolve("A100")
     paths = {(f, a100.name): tmp_path / "ref" / output_name(f, a100) for f in FSDP}
     assert not any(r["error"] for r in scale_unit(Unit(tuple(FSDP), (a100,)), Options(CATALOG), paths).rows)

@@ -86,16 +86,17 @@ def ranks_table(files: Sequence[Path], options: Options, targets: Sequence[GpuSp
                 progress: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
     """``gpu_table`` of the ranks ``files`` of one run, no process holding more than one rank's tables
     (pipeline/fanout.py: map -> reduce -> map on ``pool``); the same rows."""
+    from habitat_trace.analysis.memory import peak_memory
     from habitat_trace.pipeline.fanout import fan_out
 
-    fanned = fan_out(files, options, targets, pool)
+    fanned = fan_out(files, options, targets, pool, keep=peak_memory)
     origin = fanned.figures[0].gpu
     rest = _check_prices(origin, targets, prices or {})
     figures = [fanned.figures[0]] + [f for f in fanned.figures[1:] if f.gpu in rest]
     for f in figures:
         if progress is not None:
             progress(f.gpu.name)
-    return figures_table(figures, list(fanned.peak_memory), options, prices or {})
+    return figures_table(figures, list(fanned.kept), options, prices or {})
 
 
 def _check_prices(origin: GpuSpec, targets: Sequence[GpuSpec], prices: dict[str, float]) -> list[GpuSpec]:

@@ -3,9 +3,8 @@ written where ``scale.output_paths`` says, a report row per written trace.
 
 A unit of work is one run (its files: one trace, or the ranks of one distributed run, which are replayed together)
 and some of the targets: the runs, and each run's targets split so that every worker has work. Memory-bounded: a
-worker's peak is about ``PEAK_PER_BYTE`` x its run's uncompressed size (ingest's chunked path measured ~2.7x,
-scan.py; writing the output adds its bytes), so at most MemAvailable / (the largest run's estimate) workers run at
-once, and never more than the CPUs.
+worker's peak is about ``PEAK_PER_BYTE`` x its run's uncompressed size (pipeline/jobs.py), so at most
+MemAvailable / (the largest run's estimate) workers run at once, and never more than the CPUs.
 
 Interrupts (Ctrl-C, SIGTERM) stop every process at once: a worker checks a shared stop flag before each write and
 unwinds out of the write in progress (the writer removes its temporary file), so no output appears after the
@@ -17,68 +16,19 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import struct
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from habitat_trace.errors import HabitatTraceError, Interrupted, UsageError
+from habitat_trace.errors import HabitatTraceError, Interrupted
+from habitat_trace.pipeline.jobs import plan_jobs, uncompressed_size
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from habitat_trace.pipeline import Options
     from habitat_trace.scale.gpu import GpuSpec
-
-PEAK_PER_BYTE = 3.0  # estimated worker peak / uncompressed trace bytes (module doc)
-GZIP_MAGIC = b"\x1f\x8b"
-
-
-def uncompressed_size(path: Path) -> int:
-    """Bytes of the JSON document: a gzip file's ISIZE footer (RFC 1952: the size mod 2^32; past 4 GiB the
-    smallest value with that remainder that is not below the compressed size, a lower bound), else the file size;
-    0 for what is not a regular file (a FIFO is read once, by the scaling itself)."""
-    if not path.is_file():
-        return 0
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        if f.read(2) != GZIP_MAGIC or size < 18:
-            return size
-        f.seek(-4, os.SEEK_END)
-        isize = struct.unpack("<I", f.read(4))[0]
-    while isize < size:
-        isize += 2**32
-    return isize
-
-
-def available_memory() -> int:
-    """MemAvailable from /proc/meminfo (Linux), else the free physical pages."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-
-
-def plan_jobs(sizes: Sequence[int], jobs: int, work: int, memory: Optional[int] = None) -> tuple[int, str]:
-    """Workers to run: ``jobs`` capped by the ``work`` items (trace x target), the CPUs and memory / the largest
-    run's estimated peak (``sizes``: each run's uncompressed bytes); a note when capped."""
-    if jobs < 1:
-        raise UsageError(f"--jobs {jobs}: give a positive number")
-    peak = PEAK_PER_BYTE * max(sizes)
-    memory = available_memory() if memory is None else memory
-    by_memory = max(1, int(memory // max(peak, 1.0)))
-    n = min(jobs, by_memory, os.cpu_count() or 1, work)
-    note = ""
-    if n < min(jobs, work):
-        note = (f"--jobs {jobs} capped to {n}: {memory / 2**30:.1f} GiB available, up to {peak / 2**30:.2f} GiB "
-                f"per run (~{PEAK_PER_BYTE:g}x its {peak / PEAK_PER_BYTE / 2**20:.0f} MiB JSON), "
-                f"{os.cpu_count()} CPUs")
-    return n, note
-
 
 @dataclass(frozen=True)
 class Unit:
@@ -131,12 +81,14 @@ def _fanned(files: Sequence[Path], targets: Sequence[GpuSpec], options: Options,
             jobs: int, dask: Optional[str], say: Callable[[str], None]) -> list[dict[str, Any]]:
     """The rows of one distributed run, scaled by pipeline.fanout (its traces written beside their outputs, renamed
     into place at the end); a row per rank with the error when it fails; Interrupted (nothing renamed) on a signal."""
-    from habitat_trace.pipeline.fanout import fan_out, open_pool, staging
+    from functools import partial
+
+    from habitat_trace.pipeline.fanout import fan_out, open_pool
 
     mine = [p for (f, _), p in paths.items() if f in set(files)]
     try:
         with open_pool(files, jobs, dask) as pool:
-            rows = fan_out(files, options, targets, pool, write=paths, progress=say).rows
+            rows = fan_out(files, options, targets, pool, write=partial(write_staged, paths=paths), progress=say).rows
         for row in rows:
             os.replace(staging(Path(row["output"])), row["output"])
         return rows
@@ -148,6 +100,31 @@ def _fanned(files: Sequence[Path], targets: Sequence[GpuSpec], options: Options,
     finally:
         for p in mine:
             staging(p).unlink(missing_ok=True)
+
+
+# prefix of a trace of a run of ranks written before the run is done (_fanned renames it then): a prefix, so that
+# the name keeps its .gz (the writer compresses by the name; a suffix wrote plain JSON under .json.gz names)
+STAGING = ".habitat-staging."
+
+
+def staging(path: Path) -> Path:
+    return path.with_name(STAGING + path.name)
+
+
+def write_staged(replays: list[Any], targets: Sequence[Optional[GpuSpec]],
+                 paths: dict[tuple[Path, str], Path]) -> list[dict[str, Any]]:
+    """fanout.Writer for ``scale``: each target's trace of the rank (``replays``: the origin's first), written to
+    its staging path; the report's rows name the final path."""
+    from habitat_trace.emit.writer import write_trace
+    from habitat_trace.pipeline.document import target_document
+
+    rows = []
+    base = replays[0]
+    for rr, t in zip(replays[1:], targets[1:]):
+        final = paths[(rr.tables.path, t.name)]  # type: ignore[union-attr]
+        write_trace(target_document(rr), staging(final))
+        rows.append(output_row(base, rr, final, single=False))
+    return rows
 
 
 def _in_process(work: list[Unit], options: Options, paths: dict[tuple[Path, str], Path], one_file: bool,

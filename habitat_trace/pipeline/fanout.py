@@ -9,11 +9,12 @@ this process, in N local processes (``--jobs N``) or on a Dask cluster (``--dask
 3. map (``_finish``): per rank, ingest again, replay on the settled durations (joint_replay's last step) and keep what
    the caller needs: the rank's figures (``RankFigures``: compare's row), and for ``scale`` its written traces. The
    launch-queue rounds of joint.replay_ranks (a stream holding 1,021 pending launches: rare) repeat 2 and 3 with the
-   delayed ranks' new summaries; traces are written beside their output and renamed once no round follows.
+   delayed ranks' new summaries; ``scale`` writes a rank's traces (``write``, commands/batch.py) once no round
+   follows, beside their outputs, and renames them when the run is done.
 
 Every step is Run.replay's on the same ranks (the same functions, in the same order): the figures and traces are
 those of the single-process path (tests/test_fanout.py). A task's memory is ``PEAK_PER_BYTE`` x its trace's JSON
-size (commands/batch.py), declared to the scheduler: a Dask task asks for that much of the workers' ``MEMORY``
+size (pipeline/jobs.py), declared to the scheduler: a Dask task asks for that much of the workers' ``MEMORY``
 resource, the local pool runs at most MemAvailable / the largest estimate processes.
 """
 from __future__ import annotations
@@ -39,9 +40,9 @@ log = logging.getLogger(__name__)
 
 CLOCKS = ("central", "fast", "slow")  # the host clocks a rank is replayed on: Rank.clock, Rank.band's two ends
 MEMORY_RESOURCE = "MEMORY"  # the Dask worker resource a task's memory is declared in (bytes)
-# prefix of a trace written before its run's last queue round: a prefix, so that the name keeps its .gz (the writer
-# compresses by the name; a suffix wrote plain JSON that was then renamed to .json.gz)
-STAGING = ".habitat-staging."
+# what the second map does with a rank's replays (the origin's first, then each target's; the targets): the rows it
+# returns come back in Fanned.rows (scale: commands/batch.py writes the traces)
+Writer = Callable[[list[RankReplay], Sequence[Optional[GpuSpec]]], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -170,8 +171,8 @@ def _star(job: tuple[Callable[..., Any], tuple]) -> Any:
 @contextmanager
 def open_pool(files: Sequence[Path], jobs: int = 1, dask: Optional[str] = None) -> Iterator[Any]:
     """The pool the maps of ``files`` run on: the Dask cluster at ``dask``, else ``jobs`` local processes capped by
-    the CPUs and by MemAvailable / the largest rank's estimate (batch.plan_jobs; 1: this process). Closed after."""
-    from habitat_trace.commands.batch import plan_jobs, uncompressed_size
+    the CPUs and by MemAvailable / the largest rank's estimate (jobs.plan_jobs; 1: this process). Closed after."""
+    from habitat_trace.pipeline.jobs import plan_jobs, uncompressed_size
 
     if dask:
         pool: Any = DaskPool.connect(dask)
@@ -210,7 +211,7 @@ class RankMap:
     summaries: tuple[tuple[RankSummary, ...], ...]
     prediction_warnings: tuple[tuple[str, ...], ...]  # per target
     host_warnings: tuple[str, ...]
-    peak_memory: tuple[Optional[float], str]
+    kept: Any  # fan_out's ``keep`` of the rank's tables
 
 
 @dataclass(frozen=True)
@@ -267,9 +268,9 @@ def _predictions(rank: Any, targets: Sequence[Optional[GpuSpec]]) -> list[Any]:
     return [predict(rank.tables, rank.origin, t if t is not None else rank.origin) for t in targets]
 
 
-def _summarize(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...], ranks: int) -> RankMap:
+def _summarize(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...], ranks: int,
+               keep: Optional[Callable[[Any], Any]]) -> RankMap:
     """The first map (module doc)."""
-    from habitat_trace.analysis.memory import peak_memory
     from habitat_trace.timeline.summary import prepare, summarize
 
     r = _rank(path, options)
@@ -287,13 +288,13 @@ def _summarize(path: Path, options: Options, targets: tuple[Optional[GpuSpec], .
         summaries.append(tuple(done[k] for k in keys))
     host = tuple(f"rank {r.number}: {w}" if ranks > 1 else w for w in r.clock.warnings)
     return RankMap(r.number, r.origin, tuple(summaries), tuple(tuple(p.warnings) for p in preds), host,
-                   peak_memory(r.tables))
+                   None if keep is None else keep(r.tables))
 
 
 def _finish(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...], ranks: int,
-            combos: dict[tuple[int, int], Combo], write: Optional[dict[tuple[Path, str], Path]]) -> RankRound:
+            combos: dict[tuple[int, int], Combo], write: Optional[Writer]) -> RankRound:
     """The second map (module doc): the rank's replays on the settled durations, its figures per target and, with
-    ``write`` (scale's output paths), its traces written to their staging paths."""
+    ``write``, what it returns of them once no launch-queue round follows (scale: its traces written)."""
     from habitat_trace.pipeline.figures import iteration_and_fastest
     from habitat_trace.timeline.joint import queue_delays
     from habitat_trace.timeline.replay import replay
@@ -326,7 +327,7 @@ def _finish(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...]
         ends = _Ends(iteration_and_fastest(r.tables, fast), iteration_and_fastest(r.tables, slow))
         replays.append(RankReplay(r, joint, tl, host, band_ends=BandEnds(ends, [_band(r, ranks)]),
                                   run_ranks=ranks))
-    rows = _write(replays, targets, write) if write is not None and not delays else []
+    rows = write(replays, targets) if write is not None and not delays else []
     return RankRound(tuple(RankFigures.of(rr) for rr in replays), delays, rows)
 
 
@@ -341,51 +342,32 @@ class _Ends:
         return self._left.pop()
 
 
-def _write(replays: list[RankReplay], targets: Sequence[Optional[GpuSpec]],
-           paths: dict[tuple[Path, str], Path]) -> list[dict[str, Any]]:
-    """Each target's trace of the rank, written to its staging path; the report's rows name the final path."""
-    from habitat_trace.commands.batch import output_row
-    from habitat_trace.emit.writer import write_trace
-    from habitat_trace.pipeline.document import target_document
-
-    rows = []
-    base = replays[0]
-    for rr, t in zip(replays[1:], targets[1:]):
-        final = paths[(rr.tables.path, t.name)]  # type: ignore[union-attr]
-        write_trace(target_document(rr), staging(final))
-        rows.append(output_row(base, rr, final, single=False))
-    return rows
-
-
-def staging(path: Path) -> Path:
-    return path.with_name(STAGING + path.name)
-
-
 # --- the driver -----------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Fanned:
-    """The run on every target (``figures``: the origin first), with each rank's peak memory; ``rows``: scale's
-    report rows of the traces written."""
+    """The run on every target (``figures``: the origin first), with ``keep`` of each rank's tables; ``rows``: what
+    ``write`` returned, per target, in rank order."""
 
     figures: tuple[RunFigures, ...]
-    peak_memory: tuple[tuple[Optional[float], str], ...]
+    kept: tuple[Any, ...]
     rows: list[dict[str, Any]]
 
 
 def fan_out(files: Sequence[Path], options: Options, targets: Sequence[GpuSpec], pool: Any,
-            write: Optional[dict[tuple[Path, str], Path]] = None,
-            progress: Callable[[str], None] = log.info) -> Fanned:
+            write: Optional[Writer] = None, progress: Callable[[str], None] = log.info,
+            keep: Optional[Callable[[Any], Any]] = None) -> Fanned:
     """The ranks ``files`` (one run, in rank order) on the origin and every target (module doc); ``pool``: where the
-    maps run (LocalPool, DaskPool); ``write``: scale's output path per (trace, target name)."""
-    from habitat_trace.commands.batch import PEAK_PER_BYTE, uncompressed_size
+    maps run (LocalPool, DaskPool); ``write``: Writer; ``keep``: a figure of each rank's tables the caller needs
+    (compare: its peak memory). Both are called in the workers, so they must pickle (module-level functions)."""
+    from habitat_trace.pipeline.jobs import PEAK_PER_BYTE, uncompressed_size
 
     files = [Path(f) for f in files]
     every: tuple[Optional[GpuSpec], ...] = (None, *targets)
     memory = [int(PEAK_PER_BYTE * uncompressed_size(f)) for f in files]
     progress(f"summarizing {len(files)} ranks for the joint replay")
-    maps: list[RankMap] = pool.map(_summarize, [(f, options, every, len(files)) for f in files], memory)
+    maps: list[RankMap] = pool.map(_summarize, [(f, options, every, len(files), keep) for f in files], memory)
     combos = [(ti, ci) for ti in range(len(every)) for ci in range(len(CLOCKS))]
     summaries = {k: [m.summaries[k[0]][k[1]] for m in maps] for k in combos}
     history: dict[tuple[int, int], list[tuple[tuple[np.ndarray, np.ndarray], ...]]] = \
@@ -411,7 +393,7 @@ def fan_out(files: Sequence[Path], options: Options, targets: Sequence[GpuSpec],
     figures = tuple(_run_figures(maps, [d.figures[ti] for d in done], settled[(ti, 0)], every[ti])
                     for ti in range(len(every)))
     rows = [d.rows[ti] for ti in range(len(targets)) for d in done if d.rows]  # per target, in rank order
-    return Fanned(figures, tuple(m.peak_memory for m in maps), rows)
+    return Fanned(figures, tuple(m.kept for m in maps), rows)
 
 
 def _mine(s: Settled, rank: int) -> tuple[np.ndarray, np.ndarray]:
