@@ -172,3 +172,17 @@ def test_scale_dir_writes_gzip_where_the_name_says_so(tmp_path: Path) -> None:
     for p in paths.values():
         assert (tmp_path / "out" / p.name).read_bytes()[:2] == b"\x1f\x8b"
         assert (tmp_path / "out" / p.name).read_bytes() == p.read_bytes(), p.name
+
+
+@pytest.mark.parametrize("command", ["compare", "scale"])
+def test_dask_without_ranks_to_run_there_is_one_usage_line(command: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """--dask on a trace that is not the ranks of a run (the only work sent to Dask) was silently ignored."""
+    from habitat_trace.cli import main
+
+    out = ["-o", str(tmp_path) + "/"] if command == "scale" else []
+    with pytest.raises(SystemExit) as exc:
+        main([command, str(DDP[0]), "--to", "A100", "--dask", "tcp://nowhere:8786", *out])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("error: --dask tcp://nowhere:8786: ") and str(DDP[0]) in err and "drop --dask" in err

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from habitat_trace.commands.render import Column, Report, Table, range_cell
+from habitat_trace.errors import UsageError
 from habitat_trace.pipeline import Options
 
 
@@ -51,6 +52,9 @@ def report(trace: Path, to: Sequence[str], options: Options, prices: Sequence[st
         check_plot_path(plot)
     # the ranks of a run: one rank's tables in a process at a time (pipeline/fanout.py), on --jobs or --dask
     files = [] if options.data_parallel.active else rank_files(Path(trace))
+    if dask and not files:
+        raise UsageError(f"--dask {dask}: {trace} is not a directory of the ranks of one run, the only work compare "
+                         "runs on a Dask cluster; drop --dask")
     with progress(f"reading {Path(trace).name}") as step:
         unread: list[Any] = []
         if files:

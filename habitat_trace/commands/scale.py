@@ -19,7 +19,7 @@ import pandas as pd
 
 from habitat_trace.commands.common import ReportedError
 from habitat_trace.commands.render import Column, Report, Table, range_cell, to_json
-from habitat_trace.errors import HabitatTraceError, OutputError
+from habitat_trace.errors import HabitatTraceError, OutputError, UsageError
 from habitat_trace.pipeline import Options
 from habitat_trace.pipeline.document import output_name
 from habitat_trace.pipeline.run import REPORT_NAME
@@ -65,6 +65,9 @@ def report(trace: Path, to: list[str], out: str, options: Options, jobs: int = 1
     targets = options.targets(to)  # unknown names fail before any work
     runs = runs_in(Path(trace))
     files = [f for run in runs for f in run]
+    if dask and (options.data_parallel.active or all(len(run) == 1 for run in runs)):
+        raise UsageError(f"--dask {dask}: {trace} holds no run of several ranks, the only work scale runs on a Dask "
+                         "cluster; drop --dask (--jobs N runs independent traces in N processes)")
     paths = output_paths(files, out, targets)
     for p in paths.values():
         check_output(p, tuple(files))
