@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.errors import TraceFormatError, UnsupportedTraceError
-from habitat_trace.ingest import classify, linking, reader, rocm
+from habitat_trace.ingest import classify, linking, reader, rocm, rules
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.assemble import assemble
 from habitat_trace.ingest.columns import NO_TIME
@@ -89,6 +89,9 @@ class Tables:
             return self.event_ts_ns, self.event_dur_ns
         return self.raw_ts_ns, self.raw_dur_ns
     vendor: str = "nvidia"  # "amd" for a ROCm trace (ingest.rocm): launch parameters from the hip* call
+    # the Perfetto-rule violations of ``events`` as written (ingest.rules, found while ingest parsed them); None:
+    # not checked (tables built elsewhere)
+    violations: Optional[tuple[rules.Violation, ...]] = field(default=None, repr=False)
 
     @property
     def device_name(self) -> str | None:
@@ -176,7 +179,7 @@ def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu:
                   event_dur_ns=parts.dur_ns, gpu=parts.gpu, ops=parts.ops, calls=parts.calls,
                   steps=pd.DataFrame(), syncs=parts.syncs, gpu_annotations=parts.gpu_annotations,
                   flows=parts.flows, memory=parts.memory, collectives=parts.collectives,
-                  vendor="amd" if rocm.is_rocm(devices, parts.hip) else "nvidia")
+                  vendor="amd" if rocm.is_rocm(devices, parts.hip) else "nvidia", violations=parts.violations)
     return _link(trace)
 
 
@@ -230,7 +233,7 @@ def _link(t: Tables) -> Tables:
     linked = Tables(path=t.path, meta=t.meta, devices=t.devices, events=t.events, event_ts_ns=t.event_ts_ns,
                    event_dur_ns=t.event_dur_ns, gpu=gpu, ops=ops, calls=calls, steps=steps, syncs=t.syncs,
                    gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory,
-                   collectives=t.collectives, vendor=t.vendor)
+                   collectives=t.collectives, vendor=t.vendor, violations=t.violations)
     check_tables(linked)
     return linked
 

@@ -108,7 +108,8 @@ class Rank:
 
     @cached_property
     def input_violations(self) -> dict[str, list[int]]:
-        return rules.by_rule(rules.check_events(self.tables.events))
+        found = self.tables.violations  # ingest checks the events as it parses them
+        return rules.by_rule(found if found is not None else rules.check_events(self.tables.events))
 
     @cached_property
     def params(self) -> Params:
