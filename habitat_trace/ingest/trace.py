@@ -11,7 +11,7 @@ import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional, Protocol, Sequence
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,7 @@ from habitat_trace.ingest.assemble import assemble
 from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.ingest.events import ChunkError, event_chunks
 
+T = TypeVar("T")
 CAT_PROFILER_RANGE = "cuda_profiler_range"  # CUPTI range-profiler events (kineto ActivityType CUDA_PROFILER_RANGE)
 
 
@@ -92,6 +93,15 @@ class Tables:
     # the Perfetto-rule violations of ``events`` as written (ingest.rules, found while ingest parsed them); None:
     # not checked (tables built elsewhere)
     violations: Optional[tuple[rules.Violation, ...]] = field(default=None, repr=False)
+    _derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def derived(self, build: Callable[["Tables"], T]) -> T:
+        """``build(self)``, built once per Tables and ``build``: what a pure function of the tables derives for every
+        replay or target alike (the timeline's stream links, the engine's op costs). Tables are read-only once
+        built, so it never goes stale."""
+        if build not in self._derived:
+            self._derived[build] = build(self)
+        return self._derived[build]
 
     @property
     def device_name(self) -> str | None:
@@ -113,6 +123,13 @@ class Tables:
     def device_properties(self) -> dict[str, Any]:
         name = self.device_name
         return next((d for d in self.devices if str(d.get("name")) == name), {})
+
+
+def derived(trace: Any, build: Callable[[Any], T]) -> T:
+    """``trace.derived(build)`` for Tables; ``build(trace)`` for any other object with the same tables (tests
+    build small ones)."""
+    memo = getattr(trace, "derived", None)
+    return memo(build) if memo is not None else build(trace)
 
 
 def load(path: str | Path, require_gpu: bool = True) -> Tables:
