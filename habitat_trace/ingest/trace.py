@@ -8,12 +8,15 @@ large trace are never all alive at once.
 from __future__ import annotations
 
 import gc
+import hashlib
+import weakref
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, TypeVar
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from habitat_trace.errors import TraceFormatError, UnsupportedTraceError
@@ -103,6 +106,14 @@ class Tables:
             self._derived[build] = build(self)
         return self._derived[build]
 
+    def with_times(self, ts_ns: np.ndarray, dur_ns: np.ndarray, sharing: Sequence[Callable[[Any], Any]]) -> "Tables":
+        """These tables with other event times (``event_ts_ns``, ``event_dur_ns``), sharing what the ``sharing``
+        builders derived (they must read no event time: timeline.replay.times_view)."""
+        out = replace(self, event_ts_ns=ts_ns, event_dur_ns=dur_ns)
+        for build in sharing:
+            out._derived[build] = self.derived(build)
+        return out
+
     @property
     def device_name(self) -> str | None:
         """Name of the GPU most kernels ran on, from deviceProperties (None when absent)."""
@@ -152,9 +163,25 @@ def _from_bytes(path: Path, raw: bytes, require_gpu: bool) -> Tables:
 
 def from_document(path: str | Path, doc: dict[str, Any], require_gpu: bool = True) -> Tables:
     """The tables of a Kineto document already in memory (``path`` names it in messages): what the scale-out
-    synthesis (timeline/commstream.py) builds after adding its communication events."""
+    synthesis (timeline/commstream.py) builds after adding its communication events. A document equal to one whose
+    tables are still in use gets those tables (_BUILT)."""
+    try:
+        key: Optional[bytes] = hashlib.blake2b(orjson.dumps([str(path), require_gpu, doc])).digest()
+    except (TypeError, orjson.JSONEncodeError):  # what orjson cannot write is built every time
+        key = None
+    if key is not None and (known := _BUILT.get(key)) is not None:
+        return known
     with gc_paused():
-        return _build(Path(path), _meta(doc), doc["traceEvents"], require_gpu)
+        tables = _build(Path(path), _meta(doc), doc["traceEvents"], require_gpu)
+    if key is not None:
+        _BUILT[key] = tables
+    return tables
+
+
+# The tables from_document built, by their document's digest, while something holds them: the scale-out builds the
+# same document for the central replay and for each end of the host band (timeline/scaleout.scale_out synthesizes
+# per clock), and its tables cost most of a replay. Equal JSON gives equal tables, and tables are read-only.
+_BUILT: "weakref.WeakValueDictionary[bytes, Tables]" = weakref.WeakValueDictionary()
 
 
 def _meta(doc: dict[str, Any]) -> dict[str, Any]:

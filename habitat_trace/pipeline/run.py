@@ -19,6 +19,7 @@ import pandas as pd
 
 from habitat_trace.errors import HabitatTraceError, SpecError, TraceFormatError
 from habitat_trace.ingest import reader, rules
+from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import DistributedInfo, Tables, load
 from habitat_trace.pipeline.host import HostClock, host_clock
 from habitat_trace.pipeline.options import Options
@@ -29,7 +30,7 @@ from habitat_trace.scale.prediction import Prediction
 from habitat_trace.timeline import floors, hostband
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.joint import replay_ranks
-from habitat_trace.timeline.replay import Timeline
+from habitat_trace.timeline.replay import Timeline, times_view
 from habitat_trace.timeline.scaleout import ScaledOut, scale_out
 from habitat_trace.timeline.steps import StepFigures, replayed_step_figures
 
@@ -97,6 +98,15 @@ class Rank:
         every iteration this rank reports."""
         hc = self.clock
         return hostband.host_band(hc.clock, hc.evidence, hc.measured_step_ns is not None)
+
+    @cached_property
+    def band_tables(self) -> Tables:
+        """The tables keeping the times the band's ends read (the runtime calls' for the launch queue, the steps'
+        for the iteration; timeline.replay.times_view): replayed on the band's clocks, the same ends, without
+        mapping every event."""
+        t = self.tables
+        return times_view(t, np.concatenate((t.calls[S.EVENT].to_numpy(), t.steps[S.EVENT].to_numpy()
+                                             if len(t.steps) else np.zeros(0, dtype=np.int64))))
 
     @cached_property
     def floor_ms(self) -> float:
@@ -291,7 +301,8 @@ class Run:
         joint = replay_ranks(tables, preds, [r.clock.clock for r in self.ranks])
 
         def iterate(clocks: Sequence[CpuClock]) -> list[float]:
-            return [iteration_figures(t, tl)[0] for t, tl in zip(tables, replay_ranks(tables, preds, clocks).timelines)]
+            views = [r.band_tables for r in self.ranks]
+            return [iteration_figures(t, tl)[0] for t, tl in zip(views, replay_ranks(views, preds, clocks).timelines)]
         ends = BandEnds(iterate, [r.band for r in self.ranks])
         ranks = tuple(RankReplay(r, p, tl, r.clock if c is None or c is r.clock.clock else replace(r.clock, clock=c),
                                  band_ends=ends, position=i)

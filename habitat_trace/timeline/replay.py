@@ -22,8 +22,8 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.ingest import tables
 from habitat_trace.ingest.trace import derived
 from habitat_trace.scale.prediction import Prediction
-from habitat_trace.timeline.cpuclock import CpuClock
-from habitat_trace.timeline.schedule import Breaks, schedule
+from habitat_trace.timeline.cpuclock import CpuClock, Deprofiled
+from habitat_trace.timeline.schedule import Breaks, Passes, layout, schedule
 
 NO_TIME = tables.NO_TIME  # the event has no ts (metadata, non-dict) or no dur (not an X event)
 
@@ -65,15 +65,26 @@ def replay(trace: Any, prediction: Prediction, clock: CpuClock | None = None) ->
     old_ts, old_dur = trace.event_ts_ns, trace.event_dur_ns
     ts = np.full(len(old_ts), NO_TIME, dtype=np.int64)
     dur = np.full(len(old_ts), NO_TIME, dtype=np.int64)
-    ts[fixed.timed] = cpu_map(clock(fixed.timed_ts), breaks)
-    dur[fixed.has_dur] = cpu_map(clock(fixed.dur_end), breaks) - ts[fixed.has_dur]
+    ts[fixed.timed] = cpu_map(fixed.timed_ts.on(clock), breaks)
+    dur[fixed.has_dur] = cpu_map(fixed.dur_end.on(clock), breaks) - ts[fixed.has_dur]
     ts[fixed.gpu_event], dur[fixed.gpu_event] = start, dur_new
-    for a in fixed.annotations:
+    annotations, f = derived(trace, _moves)
+    for a in annotations:
         ts[a.event], dur[a.event] = a.span(start, end)
-    f = fixed.flows
     moved = start[f.row] + f.offset
     ts[f.event] = np.where(f.inside, np.minimum(moved, end[f.row]), moved)
     return Timeline(ts, dur, old_ts, old_dur, start, end, breaks)
+
+
+def times_view(trace: Any, events: np.ndarray) -> Any:
+    """``trace`` (Tables) keeping the CPU times of ``events`` only: its replay maps those alone, each to the time a
+    replay of ``trace`` gives it (a CPU time's new time depends on the GPU rows and the blocking calls, which the view
+    keeps, not on the other events). The band's ends read the runtime calls' and the steps' times, a quarter of a
+    trace's events. Shares ``trace``'s layout and passes (schedule reads no event time)."""
+    keep = np.zeros(len(trace.event_ts_ns), dtype=bool)
+    keep[events] = True
+    return trace.with_times(np.where(keep, trace.event_ts_ns, NO_TIME), np.where(keep, trace.event_dur_ns, NO_TIME),
+                            (layout, Passes, _moves))
 
 
 @dataclass(frozen=True)
@@ -117,26 +128,35 @@ class _Fixed:
     """What replay reads of a trace that no replay changes (built once per trace: Tables.derived)."""
 
     timed: np.ndarray  # events with a ts, and their ts
-    timed_ts: np.ndarray
+    timed_ts: Deprofiled
     has_dur: np.ndarray  # events with a dur, and their origin end
-    dur_end: np.ndarray
+    dur_end: Deprofiled
     gpu_event: np.ndarray
-    annotations: list[_Annotation]
-    flows: _Flows
 
 
 def _fixed(trace: Any) -> _Fixed:
     old_ts, old_dur = trace.event_ts_ns, trace.event_dur_ns
     timed = np.flatnonzero(old_ts != NO_TIME)
     has_dur = np.flatnonzero(old_dur != NO_TIME)
-    return _Fixed(timed, old_ts[timed], has_dur, old_ts[has_dur] + old_dur[has_dur], trace.gpu[S.EVENT].to_numpy(),
-                  _annotations(trace), _gpu_flows(trace))
+    return _Fixed(timed, Deprofiled(old_ts[timed]), has_dur, Deprofiled(old_ts[has_dur] + old_dur[has_dur]),
+                  trace.gpu[S.EVENT].to_numpy())
+
+
+def _moves(trace: Any) -> tuple[list[_Annotation], _Flows]:
+    """The events that move with the GPU rows: gpu_user_annotations and flows on GPU tracks (from the tables alone,
+    not the event times: times_view shares them)."""
+    return _annotations(trace), _gpu_flows(trace)
 
 
 def _tracks(df: Any) -> tuple[np.ndarray, list[str]]:
-    """Track code (pid:tid) per row, and the tracks."""
-    codes, uniques = pd.factorize((df[S.PID] + ":" + df[S.TID]).to_numpy(dtype=object))
-    return codes, [str(u) for u in uniques]
+    """Track code per row and the tracks ("pid:tid", as a string: equal strings are one track), stringified once
+    per distinct (pid, tid)."""
+    pid, pids = pd.factorize(df[S.PID].to_numpy(dtype=object))
+    tid, tids = pd.factorize(df[S.TID].to_numpy(dtype=object))
+    pair, pairs = pd.factorize(pid.astype(np.int64) * max(len(tids), 1) + tid)
+    names = [f"{pids[k // max(len(tids), 1)]}:{tids[k % max(len(tids), 1)]}" for k in pairs.tolist()]
+    same, tracks = pd.factorize(np.array(names, dtype=object)) if names else (np.zeros(0, dtype=np.int64), [])
+    return np.asarray(same)[pair] if len(pair) else pair, [str(t) for t in tracks]
 
 
 def _annotations(trace: Any) -> list[_Annotation]:

@@ -29,7 +29,7 @@ import pandas as pd
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import derived
 from habitat_trace.timeline import links
-from habitat_trace.timeline.cpuclock import CpuClock
+from habitat_trace.timeline.cpuclock import CpuClock, Deprofiled
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,11 @@ class Layout:
     call_end_ns: np.ndarray
     by_end: list[int]  # GPU rows by (origin end, row)
     by_end_end: list[int]  # their origin ends
+    launch_rows: np.ndarray  # GPU rows with a launch call, their call, latency and blocking calls applied before
+    launch_call: np.ndarray
+    launch_lat: np.ndarray
+    launch_applied: np.ndarray
+    launch_end: Deprofiled  # the launch calls' origin ends
 
 
 def layout(trace: Any) -> Layout:
@@ -141,9 +146,14 @@ def layout(trace: Any) -> Layout:
     call_end_list = call_end.tolist()
     waits = sorted(waits, key=lambda w: (call_end_list[w.call], w.call))
     by_end = np.lexsort((np.arange(len(gpu)), end))
+    wait_end = [call_end_list[w.call] for w in waits]
+    rows = np.flatnonzero(launch >= 0)
+    # _run applies a blocking call before the first row that starts after it ends
+    applied = np.searchsorted(np.array(wait_end, dtype=np.int64), ts[rows], side="left")
     return Layout(order.tolist(), code.tolist(), len(codes), ts.tolist(), end.tolist(), launch.tolist(), lat.tolist(),
-                  gap.tolist(), dep_gap.tolist(), deps, waits, [call_end_list[w.call] for w in waits],
-                  call_ts.tolist(), call_end_list, call_ts, call_end, by_end.tolist(), end[by_end].tolist())
+                  gap.tolist(), dep_gap.tolist(), deps, waits, wait_end, call_ts.tolist(), call_end_list, call_ts,
+                  call_end, by_end.tolist(), end[by_end].tolist(), rows, launch[rows], lat[rows], applied,
+                  Deprofiled(call_end[launch[rows]] if len(calls) else np.zeros(0, dtype=np.int64)))
 
 
 def schedule(trace: Any, dur_new: np.ndarray, clock: CpuClock | None = None,
@@ -151,7 +161,16 @@ def schedule(trace: Any, dur_new: np.ndarray, clock: CpuClock | None = None,
     """New start (ns) of every GPU row and the CPU breakpoints (on ``clock``'s time: CpuClock.identity() when
     None); ``end_floor``: per GPU row, a new end it cannot end before (a collective held until the last rank has
     joined, timeline/joint.py; NO_FLOOR where none): the row lasts max(its duration, floor - its new start)."""
-    return _run(derived(trace, layout), dur_new, clock or CpuClock.identity(), end_floor)
+    lay, passes = derived(trace, layout), derived(trace, Passes)
+    clock = clock or CpuClock.identity()
+    dur = np.asarray(dur_new, dtype=np.int64)
+    for ref in passes.like(dur, end_floor):
+        carried = _carry(lay, ref, clock)
+        if carried is not None:
+            return carried
+    start, breaks, ref = _run(lay, dur, clock, end_floor)
+    passes.add(ref)
+    return start, breaks
 
 
 def _dependencies(trace: Any, linker: links.Linker) -> dict[int, list[int]]:
@@ -190,6 +209,7 @@ class _Pass:
         self.b_te: list[int] = []
         self.b_new: list[int] = []
         self.b_shift: list[int] = []
+        self.awaited: list[tuple[int, int] | None] = []  # per blocking call applied: what it awaited
 
     def _advance(self, t: int) -> None:
         """Mark rows whose origin end is <= t as done (what a wait ending at t could have awaited)."""
@@ -220,38 +240,115 @@ class _Pass:
 
     def wait(self, w: links.SyncWait) -> None:
         """New end of blocking call ``w``: a new CPU map breakpoint."""
-        ts, te = self.call_ts[w.call], self.call_end[w.call]  # host clock
-        ts0, te0 = self.lay.call_ts[w.call], self.lay.call_end[w.call]  # origin: what the GPU had done by then
-        self._advance(te0)
-        ws = max(ts, self.b_te[-1]) if self.b_te else ts
-        shift = self.b_shift[-1] if self.b_shift else 0
-        new_start = ts + shift
-        end = new_start + (te - ts)
+        self._advance(self.lay.call_end[w.call])
         awaited = self._awaited(w)
-        if awaited is not None:
-            aw_new, aw_old = awaited
-            wait_old = min(max(aw_old - ts0, 0), te0 - ts0)
-            end = max(new_start + max((te - ts) - wait_old, 0), aw_new + te0 - max(ts0, aw_old))
-        end = max(end, ws + shift)  # overlapping waits (two threads): keep the CPU map monotone
-        self.b_ws.append(ws)
-        self.b_te.append(te)
-        self.b_new.append(end)
-        self.b_shift.append(end - te)
+        self.awaited.append(awaited)
+        _break(self, w.call, awaited)
 
     def breaks(self) -> Breaks:
         return Breaks(np.array(self.b_ws, dtype=np.int64), np.array(self.b_te, dtype=np.int64),
                       np.array(self.b_new, dtype=np.int64))
 
 
+def _break(b: Any, call: int, awaited: tuple[int, int] | None) -> None:
+    """Append blocking call ``call``'s breakpoint to ``b`` (b_ws, b_te, b_new, b_shift; call_ts, call_end on the host
+    clock; lay): it ends at its new start + its pure CPU time, or when the awaited GPU work (new end, origin end) ends
+    + the origin's return latency."""
+    ts, te = b.call_ts[call], b.call_end[call]  # host clock
+    ts0, te0 = b.lay.call_ts[call], b.lay.call_end[call]  # origin: what the GPU had done by then
+    ws = max(ts, b.b_te[-1]) if b.b_te else ts
+    shift = b.b_shift[-1] if b.b_shift else 0
+    new_start = ts + shift
+    end = new_start + (te - ts)
+    if awaited is not None:
+        aw_new, aw_old = awaited
+        wait_old = min(max(aw_old - ts0, 0), te0 - ts0)
+        end = max(new_start + max((te - ts) - wait_old, 0), aw_new + te0 - max(ts0, aw_old))
+    end = max(end, ws + shift)  # overlapping waits (two threads): keep the CPU map monotone
+    b.b_ws.append(ws)
+    b.b_te.append(te)
+    b.b_new.append(end)
+    b.b_shift.append(end - te)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A full pass: its durations and floors, the GPU starts, each row's start before its launch counted (its stream
+    and dependencies; _NEVER for a launched row first on its stream) and what each blocking call awaited."""
+
+    dur: np.ndarray
+    end_floor: np.ndarray | None
+    start: np.ndarray
+    other: np.ndarray
+    awaited: list[tuple[int, int] | None]
+
+
+class Passes:
+    """The last MAX_REFERENCES full passes of a trace (Tables.derived). A replay on another host clock (the band's
+    ends, a launch-queue round) usually moves launches without moving the GPU: ``_carry`` proves that it does not
+    and then skips the pass."""
+
+    MAX_REFERENCES = 4  # a target's central, fast and slow clocks, and the origin's
+
+    def __init__(self, trace: Any) -> None:
+        self.refs: list[Reference] = []
+
+    def like(self, dur: np.ndarray, end_floor: np.ndarray | None) -> list[Reference]:
+        """The passes run with these durations and floors, latest first."""
+        return [r for r in reversed(self.refs) if np.array_equal(r.dur, dur) and
+                (r.end_floor is None if end_floor is None else
+                 r.end_floor is not None and np.array_equal(r.end_floor, end_floor))]
+
+    def add(self, ref: Reference) -> None:
+        self.refs = (self.refs + [ref])[-self.MAX_REFERENCES:]
+
+
+class _Carried:
+    """The breakpoints of a pass on a new host clock whose GPU rows start as in a reference pass (_break's state: the
+    blocking calls' times on that clock)."""
+
+    def __init__(self, lay: Layout, clock: CpuClock) -> None:
+        self.lay = lay
+        calls = np.array([w.call for w in lay.waits], dtype=np.int64)
+        self.call_ts = dict(zip(calls.tolist(), clock(lay.call_ts_ns[calls]).tolist()))
+        self.call_end = dict(zip(calls.tolist(), clock(lay.call_end_ns[calls]).tolist()))
+        self.b_ws: list[int] = []
+        self.b_te: list[int] = []
+        self.b_new: list[int] = []
+        self.b_shift: list[int] = []
+
+
+def _carry(lay: Layout, ref: Reference, clock: CpuClock) -> tuple[np.ndarray, Breaks] | None:
+    """The pass on ``clock`` when every GPU row starts as in ``ref`` (None when one does not). By induction over the
+    rows in pass order: while the rows before a row start as in ``ref``, its stream and dependency terms are ref's
+    (``other``), every blocking call applied before it awaited what it awaited in ``ref`` (so its breakpoint on this
+    clock follows from _break), hence its launch term is known; if max(other, launch term) is ref's start for every
+    row, the pass would place every row as ``ref`` did, and its breakpoints are these."""
+    b = _Carried(lay, clock)
+    for w, awaited in zip(lay.waits, ref.awaited):
+        _break(b, w.call, awaited)
+    start = ref.other.copy()
+    if len(lay.launch_rows):
+        le = lay.launch_end.on(clock)
+        b_te, b_shift = np.array(b.b_te, dtype=np.int64), np.array(b.b_shift, dtype=np.int64)
+        k = np.minimum(np.searchsorted(b_te, le, side="right"), lay.launch_applied)
+        shift = np.where(k > 0, b_shift[np.maximum(k - 1, 0)] if len(b_shift) else 0, 0)
+        start[lay.launch_rows] = np.maximum(start[lay.launch_rows], le + shift + lay.launch_lat)
+    if not np.array_equal(start, ref.start):
+        return None
+    return start, Breaks(np.array(b.b_ws, dtype=np.int64), np.array(b.b_te, dtype=np.int64),
+                         np.array(b.b_new, dtype=np.int64))
+
+
 def _run(lay: Layout, dur_new: np.ndarray, clock: CpuClock,
-         end_floor: np.ndarray | None = None) -> tuple[np.ndarray, Breaks]:
+         end_floor: np.ndarray | None = None) -> tuple[np.ndarray, Breaks, Reference]:
     """GPU rows in origin start order; a wait is applied before the first GPU row that starts after it ends (on
     equal times the GPU row first: the wait may have awaited it). A row starts at the latest of its stream's
     progress (the previous start; the stream's latest end + the row's gap), its launch call's new end + its latency
     and the new ends of the work it depends on (+ its dependency gap); a row first on its stream keeps its start
     when nothing launched it. It ends at start + duration, or at its floor when that is later."""
     run = _Pass(lay, clock)
-    dur = np.asarray(dur_new, dtype=np.int64).tolist()
+    dur = dur_new.tolist()
     held = np.flatnonzero(end_floor > NO_FLOOR) if end_floor is not None else np.zeros(0, dtype=np.int64)
     floor = dict(zip(held.tolist(), np.asarray(end_floor)[held].tolist())) if len(held) else {}
     code, launch, ts, lat, gap, dep_gap = lay.code, lay.launch, lay.ts, lay.lat, lay.gap, lay.dep_gap
@@ -260,6 +357,7 @@ def _run(lay: Layout, dur_new: np.ndarray, clock: CpuClock,
     b_te, b_shift = run.b_te, run.b_shift
     seen = [False] * lay.streams
     last_start, last_end = [0] * lay.streams, [0] * lay.streams
+    other = [0] * len(ts)
     w_i, n_waits = 0, len(waits)
     for r in lay.order:
         while w_i < n_waits and wait_end[w_i] < ts[r]:
@@ -273,18 +371,19 @@ def _run(lay: Layout, dur_new: np.ndarray, clock: CpuClock,
                 lo = x
         else:  # first on its stream: a kernel queued before the window keeps its start
             lo = ts[r] if call < 0 else _NEVER
-        if call >= 0:
-            le = call_end[call]
-            k = bisect_right(b_te, le) if b_te else 0
-            x = le + (b_shift[k - 1] if k else 0) + lat[r]
-            if x > lo:
-                lo = x
         if r in deps:
             for a in deps[r]:
                 if start[a] is not None:
                     x = new_end[a] + dep_gap[r]
                     if x > lo:
                         lo = x
+        other[r] = lo
+        if call >= 0:
+            le = call_end[call]
+            k = bisect_right(b_te, le) if b_te else 0
+            x = le + (b_shift[k - 1] if k else 0) + lat[r]
+            if x > lo:
+                lo = x
         end = lo + dur[r]
         if floor and r in floor and floor[r] > end:
             end = floor[r]
@@ -296,4 +395,8 @@ def _run(lay: Layout, dur_new: np.ndarray, clock: CpuClock,
             last_end[c] = end
     for w in waits[w_i:]:
         run.wait(w)
-    return np.array(start, dtype=np.int64), run.breaks()
+    starts = np.array(start, dtype=np.int64)
+    # copies: callers change their duration and floor arrays between passes (joint._settle)
+    floors = None if end_floor is None else np.array(end_floor, dtype=np.int64)
+    return starts, run.breaks(), Reference(dur_new.copy(), floors, starts.copy(), np.array(other, dtype=np.int64),
+                                           run.awaited)
