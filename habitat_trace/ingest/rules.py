@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from itertools import repeat
+from typing import Any, Hashable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -27,7 +28,10 @@ from habitat_trace.ingest.events import event_chunks
 from habitat_trace.ingest.tables import NOT_OBJECT, EventFields
 
 UINT32_MAX = 2**32 - 1
-_KINDS = {"X": 1, "s": 2, "f": 3}  # the phases the rules place on a track: slices and flows
+# what the rules do with an event, by its ph: skip it (metadata, not an object), check its times (any other ph), and
+# place it on its track (slices, flows)
+_SKIP, _OTHER, _SLICE, _FLOW_S, _FLOW_F = range(5)
+_KINDS = {"M": _SKIP, NOT_OBJECT: _SKIP, "X": _SLICE, "s": _FLOW_S, "f": _FLOW_F}
 EPS_US = 0.0005  # half a nanosecond: µs values are written with 3 decimals
 
 
@@ -51,13 +55,16 @@ class Violation:
 
 
 def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    try:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    except OverflowError:  # an int past a double's range (only the json module's parse reads one)
+        return False
 
 
-def _numbers(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+def _numbers(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     """(each value as a float64, whether it is a finite number: an int or float, not a bool), as ``_num`` and
     ``float`` read them one by one; vectorized when every value is an int or a float (a Kineto trace's times)."""
-    if set(map(type, values)) <= {int, float}:
+    if set(map(type, values)) <= {int, float, type(None)}:  # None: numpy's NaN, never finite, as _num says
         try:
             arr = np.array(values, dtype=np.float64)
             return arr, np.isfinite(arr)
@@ -71,13 +78,22 @@ def _bad_id(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= UINT32_MAX
 
 
-def _bad_ids(values: list[Any]) -> np.ndarray:
+def _bad_ids(values: Sequence[Any]) -> np.ndarray:
     """Per value, an int id outside uint32; judged once per distinct value (pids and tids repeat)."""
     try:
         bad = {v for v in set(values) if _bad_id(v)}
     except TypeError:  # an unhashable id (a list)
         return np.array([_bad_id(v) for v in values], dtype=bool)
     return np.array([_bad_id(v) for v in values], dtype=bool) if bad else np.zeros(len(values), dtype=bool)
+
+
+def _kinds(ph: Sequence[Any]) -> np.ndarray:
+    """Each event's kind (_KINDS; _OTHER for any other ph), by a lookup per event; an unhashable ph (a list) is
+    another ph."""
+    try:
+        return np.fromiter(map(_KINDS.get, ph, repeat(_OTHER)), dtype=np.int8, count=len(ph))
+    except TypeError:
+        return np.array([_KINDS.get(p, _OTHER) if isinstance(p, Hashable) else _OTHER for p in ph], dtype=np.int8)
 
 
 class Checker:
@@ -95,52 +111,44 @@ class Checker:
     def feed(self, first: int, events: Sequence[Any], fields: Optional[EventFields] = None) -> None:
         """Events ``first`` .. ``first + len(events) - 1`` (``fields``: their EventFields, when already read)."""
         f = fields if fields is not None else EventFields.of(events)
-        idx = [k for k, p in enumerate(f.ph) if p is not NOT_OBJECT and p != "M"]
-        index = np.array(idx, dtype=np.int64) + first
-        raw_ts = [f.ts[k] for k in idx]
-        ts, ok = _numbers(raw_ts)
-        for k in np.flatnonzero(~ok).tolist():
-            self._out.append(Violation(int(index[k]), "ts", f"ts {raw_ts[k]!r} is not a finite number"))
-        kind = [_KINDS.get(f.ph[k], 0) if type(f.ph[k]) is str else 0 for k in idx]  # 1: X, 2: s, 3: f
-        kind_a = np.array(kind, dtype=np.int8)
-        xs = np.flatnonzero(ok & (kind_a == 1))
-        raw_dur = [f.dur[idx[j]] for j in xs.tolist()]
-        dur, ok_dur = _numbers(raw_dur)
-        negative = ok_dur & (dur < 0)
-        for j in np.flatnonzero(~ok_dur | negative).tolist():
-            i, d = int(index[xs[j]]), raw_dur[j]
-            self._out.append(Violation(i, "ts", f"dur {d!r} is not a finite number") if not ok_dur[j] else
-                             Violation(i, "negative-dur", f"dur {d} < 0"))
-        ok[xs[~ok_dur | negative]] = False  # _basic's False: no other rule is checked
-        end = np.full(len(idx), np.nan)
-        end[xs] = ts[xs] + dur
-        passed = np.flatnonzero(ok)
-        pids, tids = [f.pid[idx[j]] for j in passed.tolist()], [f.tid[idx[j]] for j in passed.tolist()]
-        for key, values in (("pid", pids), ("tid", tids)):
-            for j in np.flatnonzero(_bad_ids(values)).tolist():
-                self._out.append(Violation(int(index[passed[j]]), "id-range", f"{key} {values[j]} does not fit uint32"))
-        k_passed = kind_a[passed]
-        placed = k_passed > 0
-        track = self._track_codes([p for p, m in zip(pids, placed.tolist()) if m],
-                                  [t for t, m in zip(tids, placed.tolist()) if m])
-        sl, fl = passed[k_passed == 1], passed[k_passed > 1]
-        in_sl = k_passed[placed] == 1
-        self._slices.append((track[in_sl], ts[sl], end[sl], index[sl]))
-        is_f = kind_a[fl] == 3
+        kind = _kinds(f.ph)
+        ts, ok = _numbers(f.ts)
+        checked = kind != _SKIP
+        for k in np.flatnonzero(checked & ~ok).tolist():
+            self._out.append(Violation(first + k, "ts", f"ts {f.ts[k]!r} is not a finite number"))
+        ok &= checked
+        xs = ok & (kind == _SLICE)
+        dur, ok_dur = _numbers(f.dur)
+        negative = xs & ok_dur & (dur < 0)
+        for k in np.flatnonzero(xs & (~ok_dur | negative)).tolist():
+            d = f.dur[k]
+            self._out.append(Violation(first + k, "ts", f"dur {d!r} is not a finite number") if not ok_dur[k] else
+                             Violation(first + k, "negative-dur", f"dur {d} < 0"))
+        ok &= ~xs | (ok_dur & ~negative)  # _basic's False: no other rule is checked
+        for key, values in (("pid", f.pid), ("tid", f.tid)):
+            for k in np.flatnonzero(ok & _bad_ids(values)).tolist():
+                self._out.append(Violation(first + k, "id-range", f"{key} {values[k]} does not fit uint32"))
+        placed = np.flatnonzero(ok & (kind >= _SLICE))
+        track = self._track_codes([f.pid[k] for k in placed.tolist()], [f.tid[k] for k in placed.tolist()])
+        sl = kind[placed] == _SLICE
+        rows = placed[sl]
+        self._slices.append((track[sl], ts[rows], ts[rows] + dur[rows], rows + first))
+        rows = placed[~sl]
+        is_f = kind[rows] == _FLOW_F
         loose = is_f.copy()
         for j in np.flatnonzero(is_f).tolist():  # an f bound to its enclosing slice (bp "e") is not loose
-            loose[j] = events[idx[fl[j]]].get("bp") != "e"
-        self._flows.append((track[~in_sl], ts[fl], index[fl], is_f, loose))
+            loose[j] = events[int(rows[j])].get("bp") != "e"
+        self._flows.append((track[~sl], ts[rows], rows + first, is_f, loose))
 
     def _track_codes(self, pids: list[Any], tids: list[Any]) -> np.ndarray:
         """The code of each event's track (str(pid), str(tid)), stringified once per distinct (pid, tid) where
         equal values have equal strings (ints, strings and null; 1 == 1.0 == True would not)."""
         if set(map(type, pids)) | set(map(type, tids)) <= {int, str, type(None)}:
-            local: dict[tuple[Any, Any], int] = {}
-            codes = [local.setdefault(k, len(local)) for k in zip(pids, tids)]
+            pairs = list(zip(pids, tids))
+            local = {k: i for i, k in enumerate(dict.fromkeys(pairs))}
             glob = [self._tracks.setdefault((str(p), str(t)), len(self._tracks)) for p, t in local]
-            return np.array(glob, dtype=np.int64)[np.array(codes, dtype=np.int64)] if codes else \
-                np.zeros(0, dtype=np.int64)
+            return np.array(glob, dtype=np.int64)[np.fromiter(map(local.__getitem__, pairs), dtype=np.int64,
+                                                              count=len(pairs))]
         return np.array([self._tracks.setdefault((str(p), str(t)), len(self._tracks)) for p, t in zip(pids, tids)],
                         dtype=np.int64)
 
