@@ -69,10 +69,13 @@ def assemble(chunks: Iterable[tuple[int, list[Any]]]) -> Parts:
         del events, buckets  # before the next chunk is parsed
     if not ts:
         return assemble([(0, [])])
-    out = {name: _concat(parts) for name, parts in frames.items()}
+    violations = tuple(checker.violations())  # before the tables are joined: the two peaks do not add up
+    del checker
+    out = {}
+    for name in list(frames):  # each table's chunk parts dropped once joined: only one table is ever twice in memory
+        out[name] = _concat(frames.pop(name))
     out["flows"] = pd.concat([out.pop(cat) for cat in tables.FLOW_CATEGORIES], ignore_index=True)
-    return Parts(**out, ts_ns=np.concatenate(ts), dur_ns=np.concatenate(dur), hip=hip,
-                 violations=tuple(checker.violations()))
+    return Parts(**out, ts_ns=np.concatenate(ts), dur_ns=np.concatenate(dur), hip=hip, violations=violations)
 
 
 def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:

@@ -3,18 +3,34 @@
 Contract: a read-only sequence of the events exactly as orjson parses them: ``len``, ``events[i]``
 (parses that one event), slices (lists), iteration and ``chunks()`` (about ``chunk_bytes`` of JSON
 parsed at a time). Nothing parsed is kept: a caller may change what it gets. Holding the bytes (1x
-the file) instead of the parsed dicts (5x) is what keeps a large trace's peak memory down.
+the file) instead of the parsed dicts (5x) is what keeps a large trace's peak memory down; once
+ingest has built the tables, the bytes of a plain file are dropped and read again from the file when
+asked (``release``: the file's size and modification time must not change meanwhile).
 ``event_chunks`` gives the same ``(first index, events)`` chunks for a plain list.
 """
 from __future__ import annotations
 
 import operator
+import os
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator, Sequence, overload
 
 import numpy as np
 import orjson
 
+from habitat_trace.errors import TraceFormatError
+
+COUNT_BLOCK_BYTES = 1 << 24
 CHUNK_BYTES = 1 << 23  # 8 MiB of JSON per chunk: ~30k Kineto events, ~40 MB while parsed; 16 MiB: +60 MB peak
+
+
+class ChangedFile(TraceFormatError):
+    """The trace file changed after it was read (its events are read again from it)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path}: the file changed while habitat-trace was using it; leave it unchanged and run "
+                         "again")
 
 
 class ChunkError(Exception):
@@ -22,19 +38,72 @@ class ChunkError(Exception):
     found; the caller parses the whole document instead (which names the problem)."""
 
 
+@dataclass(frozen=True)
+class FileStamp:
+    """What says a file is the one that was read: its size and modification time (os.stat)."""
+
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> "FileStamp":
+        return cls(st.st_size, st.st_mtime_ns)
+
+
 class Events(Sequence[Any]):
     def __init__(self, raw: bytes, starts: np.ndarray, ends: np.ndarray, chunk_bytes: int | None = None) -> None:
-        self._raw = raw
-        self._view = memoryview(raw)
+        self._view: memoryview | None = memoryview(raw)
+        self._file: tuple[Path, FileStamp] | None = None  # after release: where the bytes are
         self._starts = np.asarray(starts, dtype=np.int64)
         self._ends = np.asarray(ends, dtype=np.int64)
         self._chunk_bytes = chunk_bytes or CHUNK_BYTES
+        self._counts: dict[bytes, int] = {}
 
     def __len__(self) -> int:
         return len(self._starts)
 
     def __repr__(self) -> str:
-        return f"Events({len(self)} events, {len(self._raw)} bytes)"
+        where = f"{len(self._view)} bytes" if self._view is not None else f"in {self._file[0]}"  # type: ignore[index]
+        return f"Events({len(self)} events, {where})"
+
+    def release(self, path: Path, stamp: FileStamp) -> None:
+        """Drop the bytes: ``path`` holds them (stamped ``stamp`` when they were read), read again when asked."""
+        self._file = (Path(path), stamp)
+        self._view = None
+
+    def text_count(self, token: bytes) -> int:
+        """Occurrences of ``token`` in the whole document's bytes (a byte count, no parse; counted once)."""
+        if token not in self._counts:
+            if self._view is not None:
+                self._counts[token] = self._view.obj.count(token)  # type: ignore[attr-defined]
+            else:
+                self._counts[token] = self._count_in_file(token)
+        return self._counts[token]
+
+    def _count_in_file(self, token: bytes) -> int:
+        path, stamp = self._file  # type: ignore[misc]
+        n, tail = 0, b""
+        with open(path, "rb") as f:
+            if FileStamp.of(os.fstat(f.fileno())) != stamp:
+                raise ChangedFile(path)
+            while block := f.read(COUNT_BLOCK_BYTES):
+                data = tail + block  # a token across two blocks: the previous block's last bytes lead this one
+                n += data.count(token)
+                tail = data[-(len(token) - 1):] if len(token) > 1 else b""  # shorter than a token: counted once
+        return n
+
+    def _bytes(self, a: int, b: int) -> bytes | memoryview:
+        """Bytes [a, b) of the document: from memory, or read from the file (ChangedFile when it changed)."""
+        if self._view is not None:
+            return self._view[a:b]
+        path, stamp = self._file  # type: ignore[misc]
+        with open(path, "rb") as f:
+            if FileStamp.of(os.fstat(f.fileno())) != stamp:
+                raise ChangedFile(path)
+            data = os.pread(f.fileno(), b - a, a)
+        if len(data) != b - a:
+            raise ChangedFile(path)
+        return data
 
     @overload
     def __getitem__(self, i: int) -> Any: ...
@@ -54,7 +123,7 @@ class Events(Sequence[Any]):
         k = k + len(self) if k < 0 else k
         if not 0 <= k < len(self):
             raise IndexError(f"event index {i} out of range for {len(self)} events")
-        return orjson.loads(self._view[self._starts[k]:self._ends[k]])
+        return orjson.loads(self._bytes(int(self._starts[k]), int(self._ends[k])))
 
     def __iter__(self) -> Iterator[Any]:
         for _, chunk in self.chunks():
@@ -64,7 +133,7 @@ class Events(Sequence[Any]):
         """Events ``lo`` to ``hi - 1``, parsed in one call."""
         if hi <= lo:
             return []
-        text = b"".join((b"[", self._view[self._starts[lo]:self._ends[hi - 1]], b"]"))
+        text = b"".join((b"[", self._bytes(int(self._starts[lo]), int(self._ends[hi - 1])), b"]"))
         try:
             out = orjson.loads(text)
         except orjson.JSONDecodeError as exc:

@@ -24,7 +24,7 @@ from habitat_trace.ingest import classify, linking, reader, rocm, rules
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.assemble import assemble
 from habitat_trace.ingest.columns import NO_TIME
-from habitat_trace.ingest.events import ChunkError, event_chunks
+from habitat_trace.ingest.events import ChunkError, Events, FileStamp, event_chunks
 
 T = TypeVar("T")
 CAT_PROFILER_RANGE = "cuda_profiler_range"  # CUPTI range-profiler events (kineto ActivityType CUDA_PROFILER_RANGE)
@@ -144,21 +144,21 @@ def derived(trace: Any, build: Callable[[Any], T]) -> T:
 
 
 def load(path: str | Path, require_gpu: bool = True) -> Tables:
+    """The tables of the trace at ``path``. The events of a plain file are read again from it when asked: their
+    bytes (1x the file) are dropped once parsed (Events.release), before the tables are joined and linked."""
     path = Path(path)
-    with gc_paused():
-        return _from_bytes(path, reader.read_bytes(path), require_gpu)
-
-
-def _from_bytes(path: Path, raw: bytes, require_gpu: bool) -> Tables:
+    raw, stamp = reader.read_stamped(path)
     split = reader.split_document(raw)
-    if split is not None:
-        try:
-            return _build(path, *split, require_gpu)
-        except ChunkError:  # a chunk orjson refuses (NaN, bad UTF-8): the whole-document parse decides
-            pass
-    doc = reader.parse_document(path, raw)
-    del raw
-    return _build(path, _meta(doc), doc["traceEvents"], require_gpu)
+    with gc_paused():
+        if split is not None:
+            del raw  # the events hold the bytes now
+            try:
+                return _build(path, *split, require_gpu, stamp)
+            except ChunkError:  # a chunk orjson refuses (NaN, bad UTF-8): the whole-document parse decides
+                raw = reader.read_bytes(path)
+        doc = reader.parse_document(path, raw)
+        del raw
+        return _build(path, _meta(doc), doc["traceEvents"], require_gpu)
 
 
 def from_document(path: str | Path, doc: dict[str, Any], require_gpu: bool = True) -> Tables:
@@ -209,12 +209,21 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu: bool) -> Tables:
+def _chunks(events: Sequence[Any], path: Path, stamp: Optional[FileStamp]) -> Iterator[tuple[int, list[Any]]]:
+    """The events' chunks; after the last, their bytes are dropped when ``path`` holds them (``stamp``)."""
+    yield from event_chunks(events)
+    if stamp is not None and isinstance(events, Events):
+        events.release(path, stamp)
+
+
+def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu: bool,
+           stamp: Optional[FileStamp] = None) -> Tables:
+    """``stamp``: ``path`` holds the events' bytes (reader.read_stamped): they are dropped once parsed."""
     devices = meta.get("deviceProperties") or []
     if not isinstance(devices, list):
         devices = []
     devices = [d for d in devices if isinstance(d, dict)]
-    parts = assemble(event_chunks(events))
+    parts = assemble(_chunks(events, path, stamp))
     for what, df in (("GPU event", parts.gpu), ("CPU op", parts.ops), ("runtime call", parts.calls)):
         _check_times(path, what, df, events)
     if require_gpu and len(parts.gpu) == 0:
