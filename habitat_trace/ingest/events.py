@@ -2,8 +2,10 @@
 
 Contract: a read-only sequence of the events exactly as orjson parses them: ``len``, ``events[i]``
 (parses that one event), slices (lists), iteration and ``chunks()`` (about ``chunk_bytes`` of JSON
-parsed at a time). Nothing parsed is kept: a caller may change what it gets. Holding the bytes (1x
-the file) instead of the parsed dicts (5x) is what keeps a large trace's peak memory down; once
+parsed at a time). A caller may change the lists it gets, not the dicts: a small document's events
+(KEEP_PARSED_BYTES) are parsed once, on the first full read, and shared by every later read (emit's
+writer copies an event before changing it). Holding the bytes (1x the file) instead of the parsed
+dicts (5x) is what keeps a large trace's peak memory down; once
 ingest has built the tables, the bytes of a plain file are dropped and read again from the file when
 asked (``release``: the file's size and modification time must not change meanwhile).
 ``event_chunks`` gives the same ``(first index, events)`` chunks for a plain list.
@@ -11,6 +13,7 @@ asked (``release``: the file's size and modification time must not change meanwh
 from __future__ import annotations
 
 import operator
+from bisect import bisect_right
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +24,9 @@ import orjson
 
 from habitat_trace.errors import TraceFormatError
 
+# A document this small keeps its events parsed once read in full (~5x its bytes: 80 MB at most): a trace written
+# to many targets (scale --to all: 52 outputs) is parsed once, not once per output.
+KEEP_PARSED_BYTES = 1 << 24
 COUNT_BLOCK_BYTES = 1 << 24
 CHUNK_BYTES = 1 << 23  # 8 MiB of JSON per chunk: ~30k Kineto events, ~40 MB while parsed; 16 MiB: +60 MB peak
 
@@ -58,6 +64,7 @@ class Events(Sequence[Any]):
         self._ends = np.asarray(ends, dtype=np.int64)
         self._chunk_bytes = chunk_bytes or CHUNK_BYTES
         self._counts: dict[bytes, int] = {}
+        self._kept: list[tuple[int, list[Any]]] | None = None  # the parsed chunks of a small document
 
     def __len__(self) -> int:
         return len(self._starts)
@@ -123,6 +130,9 @@ class Events(Sequence[Any]):
         k = k + len(self) if k < 0 else k
         if not 0 <= k < len(self):
             raise IndexError(f"event index {i} out of range for {len(self)} events")
+        if self._kept is not None:
+            first, chunk = self._kept[bisect_right(self._kept, k, key=lambda c: c[0]) - 1]
+            return chunk[k - first]
         return orjson.loads(self._bytes(int(self._starts[k]), int(self._ends[k])))
 
     def __iter__(self) -> Iterator[Any]:
@@ -153,9 +163,21 @@ class Events(Sequence[Any]):
 
     def chunks(self) -> Iterator[tuple[int, list[Any]]]:
         """``(index of the first event, events)`` for consecutive chunks; a fresh list each time."""
+        if self._kept is not None:
+            for lo, chunk in self._kept:
+                yield lo, list(chunk)
+            return
+        keep = bool(len(self)) and int(self._ends[-1] - self._starts[0]) <= KEEP_PARSED_BYTES
+        kept = []
         bounds = self.bounds()
         for lo, hi in zip(bounds[:-1], bounds[1:]):
-            yield lo, self.parse(lo, hi)
+            chunk = self.parse(lo, hi)
+            if keep:
+                kept.append((lo, chunk))
+                chunk = list(chunk)
+            yield lo, chunk
+        if keep:
+            self._kept = kept
 
 
 def event_chunks(events: Sequence[Any]) -> Iterator[tuple[int, list[Any]]]:
