@@ -2,9 +2,10 @@
 
 Contract: a read-only sequence of the events exactly as orjson parses them: ``len``, ``events[i]``
 (parses that one event), slices (lists), iteration and ``chunks()`` (about ``chunk_bytes`` of JSON
-parsed at a time). A caller may change the lists it gets, not the dicts: a small document's events
-(KEEP_PARSED_BYTES) are parsed once, on the first full read, and shared by every later read (emit's
-writer copies an event before changing it). Holding the bytes (1x the file) instead of the parsed
+parsed at a time). ``events[i]`` parses anew: a caller may change what it gets. Chunks (and iteration)
+give fresh lists but, for a small document (KEEP_PARSED_BYTES), the same dicts every time: its events
+are parsed once, on the first full read, and shared by every later read (emit's writer copies an event
+before changing it). Holding the bytes (1x the file) instead of the parsed
 dicts (5x) is what keeps a large trace's peak memory down; once
 ingest has built the tables, the bytes of a plain file are dropped and read again from the file when
 asked (``release``: the file's size and modification time must not change meanwhile).
@@ -13,7 +14,6 @@ asked (``release``: the file's size and modification time must not change meanwh
 from __future__ import annotations
 
 import operator
-from bisect import bisect_right
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,9 +130,6 @@ class Events(Sequence[Any]):
         k = k + len(self) if k < 0 else k
         if not 0 <= k < len(self):
             raise IndexError(f"event index {i} out of range for {len(self)} events")
-        if self._kept is not None:
-            first, chunk = self._kept[bisect_right(self._kept, k, key=lambda c: c[0]) - 1]
-            return chunk[k - first]
         return orjson.loads(self._bytes(int(self._starts[k]), int(self._ends[k])))
 
     def __iter__(self) -> Iterator[Any]:
@@ -152,24 +149,31 @@ class Events(Sequence[Any]):
             raise ChunkError(f"events {lo}..{hi - 1}: parsed {len(out)} events")
         return out
 
-    def bounds(self) -> list[int]:
-        """Chunk boundaries (event indices, 0 first and len last): a new chunk every ``chunk_bytes``."""
+    def bounds(self, chunk_bytes: int | None = None) -> list[int]:
+        """Chunk boundaries (event indices, 0 first and len last): a new chunk every ``chunk_bytes`` (default: the
+        one given at construction)."""
         n = len(self)
         if n == 0:
             return [0]
-        marks = np.arange(self._starts[0], self._ends[-1], self._chunk_bytes)[1:]
+        marks = np.arange(self._starts[0], self._ends[-1], chunk_bytes or self._chunk_bytes)[1:]
         cuts = np.searchsorted(self._starts, marks)
         return np.unique(np.concatenate(([0], cuts, [n]))).tolist()
 
-    def chunks(self) -> Iterator[tuple[int, list[Any]]]:
-        """``(index of the first event, events)`` for consecutive chunks; a fresh list each time."""
+    @property
+    def shares_dicts(self) -> bool:
+        """Whether the dicts chunks() gives are shared with later reads (a small document's: kept parsed)."""
+        return bool(len(self)) and int(self._ends[-1] - self._starts[0]) <= KEEP_PARSED_BYTES
+
+    def chunks(self, chunk_bytes: int | None = None) -> Iterator[tuple[int, list[Any]]]:
+        """``(index of the first event, events)`` for consecutive chunks of about ``chunk_bytes`` (a kept document:
+        its chunks); a fresh list each time."""
         if self._kept is not None:
             for lo, chunk in self._kept:
                 yield lo, list(chunk)
             return
-        keep = bool(len(self)) and int(self._ends[-1] - self._starts[0]) <= KEEP_PARSED_BYTES
+        keep = self.shares_dicts
         kept = []
-        bounds = self.bounds()
+        bounds = self.bounds(None if keep else chunk_bytes)
         for lo, hi in zip(bounds[:-1], bounds[1:]):
             chunk = self.parse(lo, hi)
             if keep:
@@ -180,8 +184,14 @@ class Events(Sequence[Any]):
             self._kept = kept
 
 
-def event_chunks(events: Sequence[Any]) -> Iterator[tuple[int, list[Any]]]:
-    """Chunks of ``Events``, or one chunk (a shallow copy) of any other sequence."""
+def fresh_dicts(events: Sequence[Any]) -> bool:
+    """Whether ``event_chunks(events)`` gives dicts no one else holds (a large document's, parsed for the caller),
+    which the caller may then change in place."""
+    return isinstance(events, Events) and not events.shares_dicts
+
+
+def event_chunks(events: Sequence[Any], chunk_bytes: int | None = None) -> Iterator[tuple[int, list[Any]]]:
+    """Chunks of ``Events`` (of about ``chunk_bytes``), or one chunk (a shallow copy) of any other sequence."""
     if isinstance(events, Events):
-        return events.chunks()
+        return events.chunks(chunk_bytes)
     return iter([(0, list(events))])

@@ -96,26 +96,25 @@ def _previous_on_stream(code: np.ndarray, order: np.ndarray) -> np.ndarray:
 class Layout:
     """What the pass reads of a trace that no replay changes (its durations, host clock and floors do): GPU rows in
     origin start order with their stream, launch, latencies, gaps and dependencies, the blocking calls in origin
-    end order with what each awaits. Built once per trace (Tables.derived) and shared by every replay."""
+    end order with what each awaits. Built once per trace (Tables.derived) and shared by every replay; arrays (a
+    pass makes its lists: Python ints cost 4x the memory)."""
 
-    order: list[int]  # GPU rows in origin start order
-    code: list[int]  # per GPU row: stream code
+    order: np.ndarray  # GPU rows in origin start order
+    code: np.ndarray  # per GPU row: stream code
     streams: int
-    ts: list[int]  # per GPU row: origin start and end
-    end: list[int]
-    launch: list[int]  # per GPU row: launch call row, < 0 without one
-    lat: list[int]
-    gap: list[int]
-    dep_gap: list[int]
+    ts: np.ndarray  # per GPU row: origin start and end
+    end: np.ndarray
+    launch: np.ndarray  # per GPU row: launch call row, < 0 without one
+    lat: np.ndarray
+    gap: np.ndarray
+    dep_gap: np.ndarray
     deps: dict[int, list[int]]
     waits: list[links.SyncWait]  # blocking calls, by (origin end, call)
     wait_end: list[int]  # their origin ends
-    call_ts: list[int]  # per call: origin start and end
-    call_end: list[int]
-    call_ts_ns: np.ndarray  # the same as arrays, for the host clock
+    wait_origin: dict[int, tuple[int, int]]  # blocking call -> its origin start and end
+    call_ts_ns: np.ndarray  # per call: origin start and end
     call_end_ns: np.ndarray
-    by_end: list[int]  # GPU rows by (origin end, row)
-    by_end_end: list[int]  # their origin ends
+    by_end: np.ndarray  # GPU rows by (origin end, row)
     launch_rows: np.ndarray  # GPU rows with a launch call, their call, latency and blocking calls applied before
     launch_call: np.ndarray
     launch_lat: np.ndarray
@@ -143,16 +142,14 @@ def layout(trace: Any) -> Layout:
     lend = np.where(launch >= 0, calls[S.END].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
     dep_gap = np.where((dep_end > np.iinfo(np.int64).min) & ((launch < 0) | (lend <= dep_end)), ts - dep_end, 0)
     call_ts, call_end = calls[S.TS].to_numpy(), calls[S.END].to_numpy()
-    call_end_list = call_end.tolist()
-    waits = sorted(waits, key=lambda w: (call_end_list[w.call], w.call))
-    by_end = np.lexsort((np.arange(len(gpu)), end))
-    wait_end = [call_end_list[w.call] for w in waits]
+    waits = sorted(waits, key=lambda w: (int(call_end[w.call]), w.call))
+    wait_origin = {w.call: (int(call_ts[w.call]), int(call_end[w.call])) for w in waits}
+    wait_end = [wait_origin[w.call][1] for w in waits]
     rows = np.flatnonzero(launch >= 0)
     # _run applies a blocking call before the first row that starts after it ends
     applied = np.searchsorted(np.array(wait_end, dtype=np.int64), ts[rows], side="left")
-    return Layout(order.tolist(), code.tolist(), len(codes), ts.tolist(), end.tolist(), launch.tolist(), lat.tolist(),
-                  gap.tolist(), dep_gap.tolist(), deps, waits, wait_end, call_ts.tolist(), call_end_list, call_ts,
-                  call_end, by_end.tolist(), end[by_end].tolist(), rows, launch[rows], lat[rows], applied,
+    return Layout(order, code, len(codes), ts, end, launch, lat, gap, dep_gap, deps, waits, wait_end, wait_origin,
+                  call_ts, call_end, np.lexsort((np.arange(len(gpu)), end)), rows, launch[rows], lat[rows], applied,
                   Deprofiled(call_end[launch[rows]] if len(calls) else np.zeros(0, dtype=np.int64)))
 
 
@@ -189,18 +186,22 @@ _NEVER = -(1 << 62)  # the earliest start of a launched row that is first on its
 
 
 class _Pass:
-    """State of the one pass: new GPU times so far, per-stream progress, and the CPU breakpoints. ``_run`` places
-    the GPU rows itself (the hot loop); this applies the blocking calls between them."""
+    """State of the one pass: the layout's lists, new GPU times so far, per-stream progress, and the CPU
+    breakpoints. ``_run`` places the GPU rows itself (the hot loop); this applies the blocking calls between them."""
 
     def __init__(self, lay: Layout, clock: CpuClock) -> None:
         self.lay = lay
+        self.code, self.ts, self.launch = lay.code.tolist(), lay.ts.tolist(), lay.launch.tolist()
+        self.lat, self.gap, self.dep_gap = lay.lat.tolist(), lay.gap.tolist(), lay.dep_gap.tolist()
         if clock.is_identity:
-            self.call_ts, self.call_end = lay.call_ts, lay.call_end
+            self.call_ts, self.call_end = lay.call_ts_ns.tolist(), lay.call_end_ns.tolist()
         else:  # on the target host's clock
             self.call_ts, self.call_end = clock(lay.call_ts_ns).tolist(), clock(lay.call_end_ns).tolist()
         n = len(lay.ts)
         self.start: list[int | None] = [None] * n
         self.new_end = [0] * n
+        self.by_end = lay.by_end.tolist()
+        self.by_end_end = lay.end[lay.by_end].tolist()
         self.done_i = 0
         self.done_new: list[int | None] = [None] * lay.streams  # per stream: max new end of rows that ended (origin)
         self.done_old: list[int | None] = [None] * lay.streams
@@ -213,8 +214,8 @@ class _Pass:
 
     def _advance(self, t: int) -> None:
         """Mark rows whose origin end is <= t as done (what a wait ending at t could have awaited)."""
-        lay, i = self.lay, self.done_i
-        by_end, by_end_end, code, new_end = lay.by_end, lay.by_end_end, lay.code, self.new_end
+        i = self.done_i
+        by_end, by_end_end, code, new_end = self.by_end, self.by_end_end, self.code, self.new_end
         done_new, done_old = self.done_new, self.done_old
         while i < len(by_end) and by_end_end[i] <= t:
             r = by_end[i]
@@ -230,7 +231,7 @@ class _Pass:
     def _awaited(self, w: links.SyncWait) -> tuple[int, int] | None:
         """(new end, origin end) of the GPU work ``w`` waits for, None when nothing is known."""
         if w.row >= 0 and self.start[w.row] is not None:
-            return self.new_end[w.row], self.lay.end[w.row]
+            return self.new_end[w.row], int(self.lay.end[w.row])
         if w.stream == links.ALL and self.any_done:
             return (max(v for v in self.done_new if v is not None),
                     max(v for v in self.done_old if v is not None))
@@ -240,7 +241,7 @@ class _Pass:
 
     def wait(self, w: links.SyncWait) -> None:
         """New end of blocking call ``w``: a new CPU map breakpoint."""
-        self._advance(self.lay.call_end[w.call])
+        self._advance(self.lay.wait_origin[w.call][1])
         awaited = self._awaited(w)
         self.awaited.append(awaited)
         _break(self, w.call, awaited)
@@ -255,7 +256,7 @@ def _break(b: Any, call: int, awaited: tuple[int, int] | None) -> None:
     clock; lay): it ends at its new start + its pure CPU time, or when the awaited GPU work (new end, origin end) ends
     + the origin's return latency."""
     ts, te = b.call_ts[call], b.call_end[call]  # host clock
-    ts0, te0 = b.lay.call_ts[call], b.lay.call_end[call]  # origin: what the GPU had done by then
+    ts0, te0 = b.lay.wait_origin[call]  # origin: what the GPU had done by then
     ws = max(ts, b.b_te[-1]) if b.b_te else ts
     shift = b.b_shift[-1] if b.b_shift else 0
     new_start = ts + shift
@@ -351,7 +352,7 @@ def _run(lay: Layout, dur_new: np.ndarray, clock: CpuClock,
     dur = dur_new.tolist()
     held = np.flatnonzero(end_floor > NO_FLOOR) if end_floor is not None else np.zeros(0, dtype=np.int64)
     floor = dict(zip(held.tolist(), np.asarray(end_floor)[held].tolist())) if len(held) else {}
-    code, launch, ts, lat, gap, dep_gap = lay.code, lay.launch, lay.ts, lay.lat, lay.gap, lay.dep_gap
+    code, launch, ts, lat, gap, dep_gap = run.code, run.launch, run.ts, run.lat, run.gap, run.dep_gap
     deps, waits, wait_end = lay.deps, lay.waits, lay.wait_end
     start, new_end, call_end = run.start, run.new_end, run.call_end
     b_te, b_shift = run.b_te, run.b_shift
@@ -359,7 +360,7 @@ def _run(lay: Layout, dur_new: np.ndarray, clock: CpuClock,
     last_start, last_end = [0] * lay.streams, [0] * lay.streams
     other = [0] * len(ts)
     w_i, n_waits = 0, len(waits)
-    for r in lay.order:
+    for r in lay.order.tolist():
         while w_i < n_waits and wait_end[w_i] < ts[r]:
             run.wait(waits[w_i])
             w_i += 1
