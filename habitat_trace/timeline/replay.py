@@ -70,7 +70,8 @@ def replay(trace: Any, prediction: Prediction, clock: CpuClock | None = None) ->
     ts[fixed.gpu_event], dur[fixed.gpu_event] = start, dur_new
     annotations, f = derived(trace, _moves)
     for a in annotations:
-        ts[a.event], dur[a.event] = a.span(start, end)
+        if old_ts[a.event] != NO_TIME:  # (a times_view keeps no annotation)
+            ts[a.event], dur[a.event] = a.span(start, end)
     moved = start[f.row] + f.offset
     ts[f.event] = np.where(f.inside, np.minimum(moved, end[f.row]), moved)
     return Timeline(ts, dur, old_ts, old_dur, start, end, breaks)

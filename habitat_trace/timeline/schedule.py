@@ -120,6 +120,7 @@ class Layout:
     launch_lat: np.ndarray
     launch_applied: np.ndarray
     launch_end: Deprofiled  # the launch calls' origin ends
+    wait_times: Deprofiled  # the blocking calls' origin starts, then their ends (``waits`` order)
 
 
 def layout(trace: Any) -> Layout:
@@ -150,7 +151,8 @@ def layout(trace: Any) -> Layout:
     applied = np.searchsorted(np.array(wait_end, dtype=np.int64), ts[rows], side="left")
     return Layout(order, code, len(codes), ts, end, launch, lat, gap, dep_gap, deps, waits, wait_end, wait_origin,
                   call_ts, call_end, np.lexsort((np.arange(len(gpu)), end)), rows, launch[rows], lat[rows], applied,
-                  Deprofiled(call_end[launch[rows]] if len(calls) else np.zeros(0, dtype=np.int64)))
+                  Deprofiled(call_end[launch[rows]] if len(calls) else np.zeros(0, dtype=np.int64)),
+                  Deprofiled(np.array([wait_origin[w.call][i] for i in (0, 1) for w in waits], dtype=np.int64)))
 
 
 def schedule(trace: Any, dur_new: np.ndarray, clock: CpuClock | None = None,
@@ -310,9 +312,8 @@ class _Carried:
 
     def __init__(self, lay: Layout, clock: CpuClock) -> None:
         self.lay = lay
-        calls = np.array([w.call for w in lay.waits], dtype=np.int64)
-        self.call_ts = dict(zip(calls.tolist(), clock(lay.call_ts_ns[calls]).tolist()))
-        self.call_end = dict(zip(calls.tolist(), clock(lay.call_end_ns[calls]).tolist()))
+        calls, times = [w.call for w in lay.waits], lay.wait_times.on(clock).tolist()
+        self.call_ts, self.call_end = dict(zip(calls, times[:len(calls)])), dict(zip(calls, times[len(calls):]))
         self.b_ws: list[int] = []
         self.b_te: list[int] = []
         self.b_new: list[int] = []
