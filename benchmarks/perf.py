@@ -52,8 +52,8 @@ RANGE = """
 import sys, time
 from pathlib import Path
 from habitat_trace.pipeline import Options, Run
-options = Options.load()
-run = Run.load([Path(sys.argv[1])], options)
+options = Options.of()
+run = Run.open([Path(sys.argv[1])], options)
 target = options.targets(sys.argv[2])[0]
 t = time.perf_counter(); base = run.baseline().ranks[0]; b = time.perf_counter() - t
 t = time.perf_counter(); base.headline; br = time.perf_counter() - t

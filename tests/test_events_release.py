@@ -59,8 +59,8 @@ def test_a_small_document_is_parsed_once_and_never_changed_by_a_write(tmp_path: 
 
     path = _plain(tmp_path)
     want = orjson.loads(path.read_bytes())["traceEvents"]
-    options = Options.load()
-    run = Run.load([path], options)
+    options = Options.of()
+    run = Run.open([path], options)
     events = run.ranks[0].tables.events
     assert events._kept is not None  # ingest read it in full
     first = list(events.chunks())[0][1]

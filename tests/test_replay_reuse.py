@@ -11,13 +11,15 @@ import pytest
 
 from habitat_trace.ingest import load
 from habitat_trace.pipeline import Options, Run
-from habitat_trace.pipeline.figures import iteration_figures
+from habitat_trace.pipeline.figures import iteration_and_fastest
 from habitat_trace.scale.engine import predict
+from habitat_trace.timeline import hostband
 from habitat_trace.timeline import schedule as sched
 from habitat_trace.timeline.joint import replay_ranks
+from habitat_trace.timeline.scaleout import decontended
 from tests.conftest import DATA, MLP_FIXTURE, TRACES, needs_shared
 
-OPTIONS = Options.load()
+OPTIONS = Options.of()
 FSDP_DIR = DATA / "fsdp_mlp_h100x2"
 SHARED = [TRACES / "h100-sxm" / f"{w}.pt.trace.json.gz" for w in ("gnmt_b64_fp32", "gpt2_b8_s1024_amp",
                                                                    "mlp_b32_fp32")]
@@ -29,7 +31,7 @@ TRACE_FILES = [MLP_FIXTURE, DATA / "emit_mlp_h100.pt.trace.json.gz", DATA / "a10
 def test_a_carried_pass_is_the_full_pass(path: Path) -> None:
     """Every clock a run replays on (the host clock, the band's ends, what-if speeds, queue delays): the pass the
     memo returns equals the pass run from scratch."""
-    run = Run.load([path], OPTIONS)
+    run = Run.open([path], OPTIONS)
     rank = run.ranks[0]
     t = rank.tables
     for target in OPTIONS.targets("A100,T4,H200"):
@@ -49,7 +51,7 @@ def test_a_carried_pass_is_the_full_pass(path: Path) -> None:
 def test_a_gpu_bound_pass_is_carried_over() -> None:
     """GPT-2 on a T4: the GPU sets the pace, so a faster or slower host moves no GPU row and the memo serves the
     band's passes (the test above checks that what it serves is right)."""
-    run = Run.load([SHARED[1]], OPTIONS)
+    run = Run.open([SHARED[1]], OPTIONS)
     rank = run.ranks[0]
     t = rank.tables
     dur = np.asarray(predict(t, rank.origin, OPTIONS.targets("T4")[0]).dur_ns, dtype=np.int64)
@@ -61,16 +63,21 @@ def test_a_gpu_bound_pass_is_carried_over() -> None:
 
 @pytest.mark.parametrize("path", TRACE_FILES + [FSDP_DIR], ids=lambda p: p.name.split(".")[0])
 def test_the_band_ends_of_the_times_view_are_those_of_the_full_tables(path: Path) -> None:
+    """BandEnds' rule (the slowest of N hosts' band; the fast end with the recorded contention out, the fastest
+    steady step where the band is the model's) on the full tables gives the ends the view gives."""
     run = Run.open(path, OPTIONS)
+    n = len(run.ranks)
     for target in OPTIONS.targets("A100,H200"):
         replay = run.replay(target)
         tables = [r.tables for r in run.ranks]
         preds = [predict(r.tables, r.origin, target) for r in run.ranks]
-        for end, pick in ((0, lambda b: b.fast), (1, lambda b: b.slow)):
-            full = replay_ranks(tables, preds, [pick(r.band) for r in run.ranks])
-            want = [iteration_figures(t, tl)[0] for t, tl in zip(tables, full.timelines)]
-            got = [rr.band_ends.of(rr.position)[end] for rr in replay.ranks]
-            assert got == want
+        bands = [hostband.slowest_of(r.band, n) for r in run.ranks]
+        fast = replay_ranks(tables, [decontended(t, p) for t, p in zip(tables, preds)], [b.fast for b in bands])
+        slow = replay_ranks(tables, preds, [b.slow for b in bands])
+        for i, (t, b) in enumerate(zip(tables, bands)):
+            f = iteration_and_fastest(t, fast.timelines[i])
+            want = (f[1] if b.source == "model" else f[0], iteration_and_fastest(t, slow.timelines[i])[0])
+            assert replay.ranks[i].band_ends.of(i) == want
 
 
 def test_the_times_view_shares_what_reads_no_event_time() -> None:

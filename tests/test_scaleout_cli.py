@@ -41,6 +41,7 @@ def _compare(capsys: pytest.CaptureFixture[str], *extra: str) -> list[dict[str, 
 
 
 @pytest.mark.parametrize("strategy", D.STRATEGIES)
+@pytest.mark.slow
 def test_compare_world_size_8(capsys: pytest.CaptureFixture[str], strategy: str) -> None:
     rows = _compare(capsys, "--world-size", "8", "--strategy", strategy)
     assert [r["gpu"] for r in rows] == ["H100 SXM5 80GB", "A100 SXM4 80GB", "L4"]
@@ -53,6 +54,7 @@ def test_compare_world_size_8(capsys: pytest.CaptureFixture[str], strategy: str)
         assert any(m.endswith("-synthesized") for m in r["method_share"])
 
 
+@pytest.mark.slow
 def test_compare_without_world_size_is_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
     """The default, and --world-size 1 with any strategy: the same bytes, and no scale-out column."""
     plain = _cli(capsys, "compare", str(MLP_FIXTURE), "--to", "A100,L4", "--format", "json")
@@ -79,6 +81,7 @@ def test_explain_world_size(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("strategy", D.STRATEGIES)
+@pytest.mark.slow
 def test_scale_writes_the_communication_stream(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                strategy: str) -> None:
     out = tmp_path / "mlp.a100.x4.pt.trace.json.gz"
@@ -93,6 +96,7 @@ def test_scale_writes_the_communication_stream(capsys: pytest.CaptureFixture[str
     assert back.meta["habitat_trace"]["scale_out"]["strategy"] == strategy
 
 
+@pytest.mark.slow
 def test_the_api_scales_out() -> None:
     import habitat_trace
 
@@ -101,11 +105,14 @@ def test_the_api_scales_out() -> None:
     k = fsdp.kernels
     assert len(k) > len(one.kernels) and (k["method"] == "collective-synthesized").any()
     assert (k.loc[k["method"] == "collective-synthesized", "origin_dur_ns"] == 0).all()
-    assert fsdp.summary()["steps"]["mean"]["gpu_busy_ms"] > one.summary()["steps"]["mean"]["gpu_busy_ms"]
-    table = habitat_trace.compare(MLP_FIXTURE, "A100", data_parallel=pipeline.DataParallel(2, "ddp"))
+    # more GPU work in all (the collectives and FSDP2's copies); not necessarily a longer busy union per step: the
+    # optimizer steps a quarter of the parameters and the collectives overlap the compute stream
+    assert k["dur_ns"].sum() > one.kernels["dur_ns"].sum()
+    table = habitat_trace.compare(MLP_FIXTURE, "A100", world_size=2, strategy="ddp")
     assert (table["world_size"] == 2).all()
 
 
+@pytest.mark.slow
 def test_more_ranks_never_less_communication_per_step() -> None:
     """Through the commands' path: the replayed collectives' GPU time per step never falls as ranks are added
     (one node of 8 H100s, then whole nodes)."""
@@ -171,3 +178,17 @@ def test_options_are_checked_where_they_are_made() -> None:
 
 def test_the_cli_default_bucket_is_ddps() -> None:
     assert DDP_BUCKET_MB == D.DEFAULT_BUCKET_MB == 25.0
+
+
+def test_issue31_hidden_communication_is_said_under_the_table() -> None:
+    """Issue 31: DDP's 2- and 4-rank rows were identical to 0.01% and nothing said why; a row whose exposed
+    communication is under 1% of its step now says that the collectives are hidden (and only that row)."""
+    from habitat_trace.commands.compare import notes
+
+    base = {"memory_source": "estimate", "ranks": 1, "world_size": 4, "price_source": "", "iteration_source": "given",
+            "iteration_low_ms": 1.0, "iteration_high_ms": 1.0}
+    rows = [{**base, "gpu": "H100 SXM5 80GB", "iteration_ms": 66.54, "comm_ms": 5.0, "exposed_comm_ms": 0.11},
+            {**base, "gpu": "L4", "iteration_ms": 300.0, "comm_ms": 40.0, "exposed_comm_ms": 12.0}]
+    said = [n for n in notes(rows) if n.startswith("communication hidden")]
+    assert len(said) == 1 and "H100 SXM5 80GB" in said[0] and "L4" not in said[0]
+    assert not any(n.startswith("communication hidden") for n in notes(rows[1:]))
