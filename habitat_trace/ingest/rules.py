@@ -172,7 +172,8 @@ class Checker:
                          index[a:b].tolist(), out)
         spans = dict(zip(track[lo].tolist(), zip(lo.tolist(), hi.tolist()))) if len(track) else {}
         if self._flows:
-            _flows(*(np.concatenate(c) for c in zip(*self._flows)), spans, start, end, out)
+            f_track, f_ts, f_index, f_is_f, f_loose = (np.concatenate(c) for c in zip(*self._flows))
+            _flows(f_track, f_ts, f_index, f_is_f, f_loose, spans, start, end, out)
         return sorted(out, key=lambda v: (v.index, v.rule))
 
 
@@ -218,9 +219,9 @@ def _flows(track: np.ndarray, ts: np.ndarray, index: np.ndarray, is_f: np.ndarra
         inside = (pos >= 0) & (reach[np.maximum(pos, 0)] >= t - e)
         bad[mine] = np.where(loose[mine], starts[-1] < t - e, ~inside)
     for k in np.flatnonzero(bad).tolist():
-        t = float(ts[k])
-        out.append(Violation(int(index[k]), "flow-binding", f"flow end at {t} has no slice at or after it"
-                             if loose[k] else f"flow {'f' if is_f[k] else 's'} at {t} is inside no slice on its track"))
+        at = float(ts[k])
+        out.append(Violation(int(index[k]), "flow-binding", f"flow end at {at} has no slice at or after it"
+                             if loose[k] else f"flow {'f' if is_f[k] else 's'} at {at} is inside no slice on its track"))
 
 
 def by_rule(violations: Iterable[Violation]) -> dict[str, list[int]]:

@@ -222,9 +222,9 @@ class _Pass:
         while i < len(by_end) and by_end_end[i] <= t:
             r = by_end[i]
             c, ne, oe = code[r], new_end[r], by_end_end[i]
-            if done_new[c] is None or ne > done_new[c]:  # type: ignore[operator]
+            if done_new[c] is None or ne > done_new[c]:
                 done_new[c] = ne
-            if done_old[c] is None or oe > done_old[c]:  # type: ignore[operator]
+            if done_old[c] is None or oe > done_old[c]:
                 done_old[c] = oe
             self.any_done = True
             i += 1
