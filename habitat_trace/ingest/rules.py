@@ -220,8 +220,9 @@ def _flows(track: np.ndarray, ts: np.ndarray, index: np.ndarray, is_f: np.ndarra
         bad[mine] = np.where(loose[mine], starts[-1] < t - e, ~inside)
     for k in np.flatnonzero(bad).tolist():
         at = float(ts[k])
+        kind = "f" if is_f[k] else "s"
         out.append(Violation(int(index[k]), "flow-binding", f"flow end at {at} has no slice at or after it"
-                             if loose[k] else f"flow {'f' if is_f[k] else 's'} at {at} is inside no slice on its track"))
+                             if loose[k] else f"flow {kind} at {at} is inside no slice on its track"))
 
 
 def by_rule(violations: Iterable[Violation]) -> dict[str, list[int]]:
