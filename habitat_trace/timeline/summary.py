@@ -29,9 +29,10 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.ingest import schema as S
+from habitat_trace.ingest.trace import derived
 from habitat_trace.timeline import links
 from habitat_trace.timeline.cpuclock import CpuClock
-from habitat_trace.timeline.schedule import NO_FLOOR, _dependencies, _launch_latency
+from habitat_trace.timeline.schedule import NO_FLOOR, layout
 
 MAX_TERMS = 6  # an expression with more terms becomes a node of its own (any bound is exact; this keeps nodes small)
 NO_CONST = np.iinfo(np.int64).min  # a node without a constant term
@@ -212,8 +213,8 @@ def summarize(tables: Any, dur_ns: np.ndarray, clock: Optional[CpuClock] = None,
 
 @dataclass(frozen=True)
 class Prepared:
-    """What schedule's pass reads of a trace that no duration or clock changes (schedule.schedule builds the same
-    before its pass), and the trace's collectives."""
+    """What schedule's pass reads of a trace that no duration or clock changes (its Layout, as lists), and the
+    trace's collectives."""
 
     fields: pd.DataFrame
     order: np.ndarray
@@ -234,28 +235,14 @@ class Prepared:
 
 
 def prepare(trace: Any) -> Prepared:
-    """The trace's Prepared (as schedule.schedule computes it before its pass)."""
-    gpu, calls = trace.gpu, trace.calls
-    code, codes = links.stream_codes(gpu)
-    ts = gpu[S.TS].to_numpy()
-    order = np.lexsort((np.arange(len(gpu)), ts))
-    linker = links.Linker(trace, code, codes)
-    blocking, own = links.blocking_calls(trace)
-    waits = [linker.sync_wait(int(c), str(calls[S.SYNC_KIND].iat[c]), own) for c in blocking]
-    deps = _dependencies(trace, linker)
-    dep_end = np.full(len(gpu), np.iinfo(np.int64).min, dtype=np.int64)
-    end = gpu[S.END].to_numpy()
-    for row, awaited in deps.items():
-        dep_end[row] = max(int(end[a]) for a in awaited)
-    lat, gap = _launch_latency(trace, code, order, dep_end)
-    launch = gpu[S.LAUNCH].to_numpy()
-    lend = np.where(launch >= 0, calls[S.END].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
-    dep_gap = np.where((dep_end > np.iinfo(np.int64).min) & ((launch < 0) | (lend <= dep_end)), ts - dep_end, 0)
-    ends = end.tolist()
-    return Prepared(collectives(trace).reset_index(drop=True), order, waits, deps, code.tolist(), ts.tolist(), ends,
-                    launch.tolist(), lat.tolist(), gap.tolist(), dep_gap.tolist(), calls[S.TS].tolist(),
-                    calls[S.END].tolist(), calls[S.TS].to_numpy(), calls[S.END].to_numpy(),
-                    sorted(range(len(ends)), key=lambda r: (ends[r], r)))
+    """The trace's Prepared: schedule's Layout (built once per trace, Tables.derived) as the lists the symbolic pass
+    reads, and the trace's collectives."""
+    lay = derived(trace, layout)
+    calls = trace.calls
+    return Prepared(collectives(trace).reset_index(drop=True), lay.order, lay.waits, lay.deps, lay.code.tolist(),
+                    lay.ts.tolist(), lay.end.tolist(), lay.launch.tolist(), lay.lat.tolist(), lay.gap.tolist(),
+                    lay.dep_gap.tolist(), calls[S.TS].tolist(), calls[S.END].tolist(), lay.call_ts_ns,
+                    lay.call_end_ns, lay.by_end.tolist())
 
 
 class _SymbolicPass:
@@ -288,7 +275,7 @@ class _SymbolicPass:
         self._run(prep.order, prep.waits)
 
     def _run(self, order: np.ndarray, waits: Sequence[links.SyncWait]) -> None:
-        waits = sorted(waits, key=lambda w: (self.call_end0[w.call], w.call))
+        """schedule's pass (``waits``: the blocking calls in origin end order, as the Layout keeps them)."""
         w_i = 0
         for r in order.tolist():
             while w_i < len(waits) and self.call_end0[waits[w_i].call] < self.ts[r]:
