@@ -28,6 +28,16 @@ l_o = (T_o^P − c_o^P − m_o^P)^(1/P). Where the op's cost says more than the 
 an L2 that served part of the traffic, or shapes that overstate the kernel), c and m are scaled down together until
 they fit, so the origin's measured efficiency carries over. Then l_t = l_o · S_o f_o / (S_t f_t).
 
+CUDA-core GEMMs (pipe fp32, shapes recorded; issue 32): every FMA is one instruction, and the loop's other
+instructions (shared-memory loads, address arithmetic, barriers) take issue slots the FMAs need, so their time adds to
+the FMAs' instead of overlapping it (Lai & Seznec, "Performance upper bound analysis and optimization of SGEMM on
+Fermi and Kepler GPUs", CGO 2013: SGEMM's attainable rate is set by its instruction mix):
+    T_g = ((c_g + l_g)^P + m_g^P)^(1/P),   so   l_o = (T_o^P − m_o^P)^(1/P) − c_o.
+The soft split above calls a GEMM that runs at 60% of its GPU's sustained rate ~100% latency and moves it at S x f:
+from a P100 or A100 trace to an H100 (twice the FP32 lanes per SM-clock) that made CUDA-core GEMMs of >= 0.1 ms 1.4-1.9x
+too slow (benchmarks/crossarch/gemm_kernels.py). A tensor-core MMA does hundreds of FMAs per instruction, so the other
+instructions hide behind it there and the soft overlap stays.
+
 L2 (the issue's "L2 decides what reaches DRAM"): a kernel whose working set (its op's bytes) fits in a GPU's L2 is
 served from there: r_g = 1 / (1 + (bytes / (L2_SHARE · L2_g))^4), a smooth step at half the L2 (on A100 and H100
 the L2 is two partitions that each hold the lines their SMs read, NVIDIA A100 whitepaper, "L2 cache"). Bytes the
@@ -87,11 +97,22 @@ class Work:
 
 @dataclass(frozen=True)
 class Parts:
-    """The origin's time split by the law (ns per kernel): compute, DRAM, latency."""
+    """The origin's time split by the law (ns per kernel): compute, DRAM, latency, and where latency adds to compute
+    (CUDA-core GEMMs) instead of overlapping it."""
 
     compute: np.ndarray
     dram: np.ndarray
     latency: np.ndarray
+    additive: np.ndarray
+
+    def total(self) -> np.ndarray:
+        """The time the three parts make (the origin's measured time, for the origin's split)."""
+        return combine(self.compute, self.dram, self.latency, self.additive)
+
+
+def combine(c: np.ndarray, m: np.ndarray, lat: np.ndarray, additive: np.ndarray) -> np.ndarray:
+    """T = (c^P + m^P + l^P)^(1/P), or ((c + l)^P + m^P)^(1/P) where ``additive`` (module doc)."""
+    return np.where(additive, _norm(c + lat, m), _norm(c, m, lat))
 
 
 def applies(origin: GpuSpec, target: GpuSpec) -> bool:
@@ -120,13 +141,22 @@ def predict_ns(work: Work, ro: Rates, rt: Rates) -> tuple[np.ndarray, Parts]:
     # the op's cost says more than was measured: shrink compute and DRAM time together until they fit
     fit = np.minimum(1.0, t_o / np.maximum(_norm(c_o, m_o), 1e-9))
     c_o, m_o, c_t, m_t = c_o * fit, m_o * fit, c_t * fit, m_t * fit
-    l_o = np.maximum(t_o ** P - c_o ** P - m_o ** P, 0.0) ** (1 / P)
+    additive = simt_gemm(work)
+    soft = np.maximum(t_o ** P - c_o ** P - m_o ** P, 0.0) ** (1 / P)
+    l_o = np.where(additive, np.maximum(np.maximum(t_o ** P - m_o ** P, 0.0) ** (1 / P) - c_o, 0.0), soft)
     l_t = l_o * ro.sm_ghz / rt.sm_ghz
     # bytes the target's L2 holds and the origin's did not: L2 time instead of DRAM time, never more than that
     l2_bw = L2_BYTES_PER_CLOCK_PER_SM * rt.sm_ghz  # GB/s
     gained = np.where(known, np.maximum(res_t - res_o, 0.0) * nbytes * work.width * fit, 0.0)
     l_t = _norm(l_t, np.minimum(gained / l2_bw, gained / rt.dram_gbs))
-    return _norm(c_t, m_t, l_t), Parts(c_o, m_o, l_o)
+    return combine(c_t, m_t, l_t, additive), Parts(c_o, m_o, l_o, additive)
+
+
+def simt_gemm(work: Work) -> np.ndarray:
+    """CUDA-core GEMM kernels whose op recorded its shapes (output tiles known, FLOPs > 0, pipe fp32 on both GPUs)."""
+    flops = np.nan_to_num(np.asarray(work.flops, float))
+    return (np.isfinite(np.asarray(work.tiles, float)) & (flops > 0) & (np.asarray(work.pipe) == "fp32")
+            & (np.asarray(work.pipe_target) == "fp32"))
 
 
 def l2_resident(nbytes: np.ndarray, r: Rates) -> np.ndarray:
