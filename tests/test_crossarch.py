@@ -251,3 +251,46 @@ def test_simt_gemms_to_an_h100_are_not_moved_as_latency() -> None:
     for origin, g in d.groupby("origin"):
         assert g["law_error"].abs().median() <= H100_GEMM_BOUND, origin
         assert abs(g["law_error"].median()) <= 0.10, origin
+
+
+# --- issue 32: the power limit ------------------------------------------------------------------------------------
+def _capped(base: str, fractions: list[float]) -> list:
+    """What-if entries of ``base`` at each fraction of its power limit (tdp_w), resolved through a user specs file."""
+    import tempfile
+    spec = CATALOG.resolve(base)
+    names = {f"{base} at {f:.6f}": f for f in fractions}  # equal fractions: one entry
+    text = "".join(f'[gpus."{n}"]\nbase = "{base}"\ntdp_w = {spec.tdp_w * f!r}\n' for n, f in names.items())
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as fh:
+        fh.write(text)
+    catalog = load_catalog(fh.name)
+    return [catalog.resolve(f"{base} at {f:.6f}") for f in fractions]
+
+
+@given(st.sampled_from([s.name for s in NVIDIA if not s.base]), st.floats(0.2, 1.0), st.floats(0.2, 1.0),
+       st.lists(st.integers(1_000, 5_000_000), min_size=2, max_size=6))
+def test_a_lower_power_limit_is_never_faster(base: str, a: float, b: float, durs: list[int]) -> None:
+    """Lowering a GPU's power limit (same chip: a what-if entry of it) never makes any kernel faster, across chips
+    (the sustained-rate law) and on the same chip (the wave law), from an H100 trace."""
+    lo, hi = sorted((a, b))
+    low, high = _capped(base, [lo, hi])
+    trace = _trace(durs)
+    t_low, t_high = predict(trace, H100, low).dur_ns, predict(trace, H100, high).dur_ns
+    t_stock = predict(trace, H100, CATALOG.resolve(base)).dur_ns
+    assert np.all(t_low >= t_high - 1) and np.all(t_high >= t_stock - 1)
+    assert rates.rates(low).clock_mhz <= rates.rates(high).clock_mhz * (1 + 1e-9)
+
+
+def test_power_limit_sets_the_clock_of_a_card_that_cannot_hold_boost() -> None:
+    """phi, the measured matmul fraction at the stock limit: an A10 (150 W, 0.45 of its FP16 peak) is held to
+    1695 x 0.45 / 0.77 MHz and its unmeasured TF32 runs at the same 0.45, not the median 0.77; an A100 SXM (0.85)
+    keeps its boost clock; a 350 W H100 PCIe runs below its 700 W SXM sibling's clock."""
+    a10 = rates.rates(CATALOG.resolve("A10"))
+    phi = rates.tensor_fraction(CATALOG.resolve("A10"))
+    assert phi == pytest.approx(0.448, abs=0.002)
+    assert a10.clock_mhz == pytest.approx(1695 * phi / rates.TENSOR_SUSTAINED_FRACTION)
+    assert a10.tensor_tflops["tf32"] == pytest.approx(phi * 62.5)
+    assert rates.rates(CATALOG.resolve("A100 SXM4 80GB")).clock_mhz == 1410
+    assert rates.rates(CATALOG.resolve("H100 PCIe 80GB")).clock_mhz < 1755
+    half = _capped("A100 SXM4 80GB", [0.5])[0]
+    assert half.boost_clock_mhz == pytest.approx(1410 * 0.5 ** (1 / 3))
+    assert "power limit" in half.source

@@ -7,6 +7,20 @@ rule below, and ``Rates.fallbacks`` names every figure a rule supplied, so a pre
 Why sustained rates and not datasheet peaks: large GEMMs reach 0.43 (A10, 150 W) to 1.13 (RTX 5090, boosting past
 its rated clock) of the datasheet tensor peak, streaming copies 0.70-0.90 of the datasheet bandwidth. A law that
 takes peak ratios assumes every GPU reaches the same fraction of its peak; across generations they do not.
+
+Power (issue 32). A card that cannot hold its boost clock under load is slowed by its power limit, not by its
+datasheet: dynamic power is C V^2 f and V rises with f (Mudge, "Power: a first-class architectural design
+constraint", IEEE Computer 34(4), 2001), so a fixed power budget sets the clock. The heaviest load a GPU sees in
+training is a large GEMM on its tensor cores, and the catalog's measured matmul rate is that load at the stock power
+limit: its fraction of the datasheet peak, phi, says how far the limit holds the clock down. Two rules read it:
+- a tensor dtype without its own measurement runs at phi x its peak (the same tensor cores at the same power limit:
+  an A10's TF32 at 0.43 of its peak like its FP16, not at the catalog median 0.77);
+- without a sourced sustained clock, the SM clock under load is boost x min(1, phi / phi_typical), phi_typical the
+  catalog median of the same class (TENSOR_SUSTAINED_FRACTION; GeForce cards their own): a GPU that reaches the
+  typical fraction is taken to hold its boost clock, one below it to run that much slower. Latency- and issue-bound
+  work moves with it (crossarch.py).
+A what-if entry that lowers a GPU's power limit (``base`` + a smaller ``tdp_w``, scale/specs.py) lowers its clock by
+(P_new / P_base)^(1/3), the same law, so a lower limit is never faster (tests/test_crossarch.py).
 """
 from __future__ import annotations
 
@@ -57,6 +71,7 @@ def rates(spec: GpuSpec) -> Rates:
     """The catalog's sustained figures of ``spec``, each missing one from the fallback rules above."""
     e, missing = spec.extra, []
     tensor = {}
+    phi = tensor_fraction(spec)
     for dtype in TENSOR_DTYPES:
         if dtype not in spec.tensor_tflops:
             continue
@@ -65,8 +80,7 @@ def rates(spec: GpuSpec) -> Rates:
             value = _sibling_dtype(spec, dtype)
         if value is None:
             missing.append(f"tensor_sustained_tflops_{dtype}")
-            frac = GEFORCE_TENSOR_SUSTAINED_FRACTION if is_geforce(spec) else TENSOR_SUSTAINED_FRACTION
-            value = frac * spec.tensor_tflops[dtype]
+            value = (phi if phi is not None else typical_tensor_fraction(spec)) * spec.tensor_tflops[dtype]
         tensor[dtype] = value
     if "fp32" in spec.tensor_tflops:  # AMD's FP32 matrix cores ("matrix-fp32"): no sustained figure is catalogued
         tensor["matrix-fp32"] = TENSOR_SUSTAINED_FRACTION * spec.tensor_tflops["fp32"]
@@ -74,8 +88,22 @@ def rates(spec: GpuSpec) -> Rates:
     if simt is None:
         missing.append("fp32_gemm_sustained_tflops")
         simt = FP32_GEMM_SUSTAINED_FRACTION * spec.fp32_tflops
-    return Rates(tensor, simt, _dram_gbs(spec, missing), _clock_mhz(spec, missing), spec.sms,
+    return Rates(tensor, simt, _dram_gbs(spec, missing), _clock_mhz(spec, phi, missing), spec.sms,
                  spec.l2_cache_mib * 2**20, tuple(missing))
+
+
+def typical_tensor_fraction(spec: GpuSpec) -> float:
+    """The catalog median of sustained / datasheet tensor rate for the GPU's class (GeForce cards boost past theirs)."""
+    return GEFORCE_TENSOR_SUSTAINED_FRACTION if is_geforce(spec) else TENSOR_SUSTAINED_FRACTION
+
+
+def tensor_fraction(spec: GpuSpec) -> float | None:
+    """phi: the best measured sustained / datasheet rate over the GPU's tensor dtypes (the tensor cores at the stock
+    power limit; the best, since a lower one of another dtype is the library's, not the power limit's), None when
+    none is catalogued."""
+    found = [v / spec.tensor_tflops[d] for d in TENSOR_DTYPES if d in spec.tensor_tflops
+             and (v := _number(spec.extra.get(f"tensor_sustained_tflops_{d}"))) is not None]
+    return max(found) if found else None
 
 
 def _sibling_dtype(spec: GpuSpec, dtype: str) -> float | None:
@@ -99,12 +127,15 @@ def _dram_gbs(spec: GpuSpec, missing: list[str]) -> float:
     return efficiency * spec.memory_bandwidth_gbs
 
 
-def _clock_mhz(spec: GpuSpec, missing: list[str]) -> float:
+def _clock_mhz(spec: GpuSpec, phi: float | None, missing: list[str]) -> float:
+    """The sourced sustained SM clock, else the boost clock held down by the power limit phi shows (module doc)."""
     measured = _number(spec.extra.get("sm_clock_sustained_mhz"))
-    if measured is None:
-        missing.append("sm_clock_sustained_mhz")
+    if measured is not None:
+        return measured
+    missing.append("sm_clock_sustained_mhz")
+    if phi is None:
         return spec.boost_clock_mhz
-    return measured
+    return spec.boost_clock_mhz * min(1.0, phi / typical_tensor_fraction(spec))
 
 
 def _number(v: object) -> float | None:
