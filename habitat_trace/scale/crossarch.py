@@ -28,15 +28,19 @@ l_o = (T_o^P − c_o^P − m_o^P)^(1/P). Where the op's cost says more than the 
 an L2 that served part of the traffic, or shapes that overstate the kernel), c and m are scaled down together until
 they fit, so the origin's measured efficiency carries over. Then l_t = l_o · S_o f_o / (S_t f_t).
 
-CUDA-core GEMMs (pipe fp32, shapes recorded; issue 32): every FMA is one instruction, and the loop's other
-instructions (shared-memory loads, address arithmetic, barriers) take issue slots the FMAs need, so their time adds to
-the FMAs' instead of overlapping it (Lai & Seznec, "Performance upper bound analysis and optimization of SGEMM on
-Fermi and Kepler GPUs", CGO 2013: SGEMM's attainable rate is set by its instruction mix):
+GEMM kernels (shapes recorded, output tiles known; issue 32): the sustained rate is the steady state of a GEMM's main
+loop, and what a GEMM spends beyond it is work of the same SMs in series with that loop: each tile's prologue (the
+first K-slices loaded before the first MMA) and epilogue (the output tile converted and stored), and on the CUDA cores
+the loop's own non-FMA instructions, which take issue slots the FMAs need (Lai & Seznec, "Performance upper bound
+analysis and optimization of SGEMM on Fermi and Kepler GPUs", CGO 2013: SGEMM's attainable rate is set by its
+instruction mix). So that time adds to the compute instead of overlapping it:
     T_g = ((c_g + l_g)^P + m_g^P)^(1/P),   so   l_o = (T_o^P − m_o^P)^(1/P) − c_o.
-The soft split above calls a GEMM that runs at 60% of its GPU's sustained rate ~100% latency and moves it at S x f:
-from a P100 or A100 trace to an H100 (twice the FP32 lanes per SM-clock) that made CUDA-core GEMMs of >= 0.1 ms 1.4-1.9x
-too slow (benchmarks/crossarch/gemm_kernels.py). A tensor-core MMA does hundreds of FMAs per instruction, so the other
-instructions hide behind it there and the soft overlap stays.
+The soft split calls a GEMM that runs at 60-75% of its GPU's sustained rate ~100% latency and moves all of it at S x f.
+Where the target does more math per SM-clock than the origin that is far too slow: NeuSight's P100/V100/A100 SGEMMs of
+>= 0.1 ms came out 1.4-1.7x too slow on our H100 (twice the FP32 lanes per SM; benchmarks/crossarch/gemm_kernels.py),
+and an H100's TF32 GEMMs 1.2x faster on a B200 (twice the tensor rate per SM-clock) where the rates say 2.2x
+(docs/accuracy.md "Blackwell"). Convolution and attention kernels keep the soft overlap (chosen on the timm dev split,
+where eager convolutions run at a quarter of the H100's peak and are not tile-bound).
 
 L2 (the issue's "L2 decides what reaches DRAM"): a kernel whose working set (its op's bytes) fits in a GPU's L2 is
 served from there: r_g = 1 / (1 + (bytes / (L2_SHARE · L2_g))^4), a smooth step at half the L2 (on A100 and H100
@@ -98,7 +102,7 @@ class Work:
 @dataclass(frozen=True)
 class Parts:
     """The origin's time split by the law (ns per kernel): compute, DRAM, latency, and where latency adds to compute
-    (CUDA-core GEMMs) instead of overlapping it."""
+    (GEMMs with recorded shapes) instead of overlapping it."""
 
     compute: np.ndarray
     dram: np.ndarray
@@ -141,7 +145,7 @@ def predict_ns(work: Work, ro: Rates, rt: Rates) -> tuple[np.ndarray, Parts]:
     # the op's cost says more than was measured: shrink compute and DRAM time together until they fit
     fit = np.minimum(1.0, t_o / np.maximum(_norm(c_o, m_o), 1e-9))
     c_o, m_o, c_t, m_t = c_o * fit, m_o * fit, c_t * fit, m_t * fit
-    additive = simt_gemm(work)
+    additive = gemm_with_shapes(work)
     soft = np.maximum(t_o ** P - c_o ** P - m_o ** P, 0.0) ** (1 / P)
     l_o = np.where(additive, np.maximum(np.maximum(t_o ** P - m_o ** P, 0.0) ** (1 / P) - c_o, 0.0), soft)
     l_t = l_o * ro.sm_ghz / rt.sm_ghz
@@ -152,11 +156,10 @@ def predict_ns(work: Work, ro: Rates, rt: Rates) -> tuple[np.ndarray, Parts]:
     return combine(c_t, m_t, l_t, additive), Parts(c_o, m_o, l_o, additive)
 
 
-def simt_gemm(work: Work) -> np.ndarray:
-    """CUDA-core GEMM kernels whose op recorded its shapes (output tiles known, FLOPs > 0, pipe fp32 on both GPUs)."""
+def gemm_with_shapes(work: Work) -> np.ndarray:
+    """GEMM kernels whose op recorded its shapes (output tiles known, FLOPs > 0): their latency adds (module doc)."""
     flops = np.nan_to_num(np.asarray(work.flops, float))
-    return (np.isfinite(np.asarray(work.tiles, float)) & (flops > 0) & (np.asarray(work.pipe) == "fp32")
-            & (np.asarray(work.pipe_target) == "fp32"))
+    return np.isfinite(np.asarray(work.tiles, float)) & (flops > 0)
 
 
 def l2_resident(nbytes: np.ndarray, r: Rates) -> np.ndarray:
