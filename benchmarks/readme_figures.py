@@ -195,6 +195,11 @@ def _origin_cells(name: str, launch_bound: bool = True, plain: bool = True) -> C
     return cells
 
 
+# A row whose recorded set is not in the repository (the H200 recordings of timm's and NeuSight's workloads:
+# benchmarks/collect/collect_timm.py, collect_neusight.py) says so instead of showing an older model's figure.
+NOT_RERUN = ("-", "-", "-", "not re-run after issue 32: its H200 recordings are not kept here")
+
+
 def _neusight_cells(path: str, gpus: tuple[str, ...] | None, origin: str | None = None
                     ) -> Callable[[], tuple[str, str, str, str]]:
     """Drift-free step GPU time across architectures (benchmarks/neusight_e2e.py, neusight_amd.py) beside
@@ -205,11 +210,23 @@ def _neusight_cells(path: str, gpus: tuple[str, ...] | None, origin: str | None 
             rows = [r for r in rows if r["gpu"] in gpus]
         if origin is not None:
             rows = [r for r in rows if r.get("origin") == origin]
+        if not rows:
+            return NOT_RERUN
         err = [float(r["error_pct"]) for r in rows]
         theirs = [float(r["neusight_error_pct"]) for r in rows if r.get("neusight_error_pct")]
         base = f"{_mean_abs(theirs):.1f}% (NeuSight)" if theirs else "5.7-33% (NeuSight, its AMD GPUs)"
         return f"{len(rows)} cells", f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%", base
     return cells
+
+
+def _gemm_to_h100_cells() -> tuple[str, str, str, str]:
+    """The cross-chip law on NeuSight's FP32 GEMMs from their five GPUs to our H100 (benchmarks/crossarch/
+    gemm_kernels.py), kernels of >= 0.1 ms there (below, the H100 timing is the host's launch path)."""
+    rows = {(r["set"], r["subset"]): r for r in csv.DictReader((RESULTS / "crossarch_gemm_kernels.csv").open())}
+    big = rows[("to H100", ">= 0.1 ms")]
+    return (f"{int(big['kernels']):,} kernels >= 0.1 ms", f"{100 * float(big['median_abs']):.1f}% (median)",
+            f"{100 * float(big['p90_abs']):.1f}% (p90)",
+            f"{100 * float(big['before_median_abs']):.1f}% (soft split, before issue 32)")
 
 
 def _logo_cells() -> tuple[str, str, str, str]:
@@ -230,6 +247,8 @@ def _timm_cells(origin: str) -> Callable[[], tuple[str, str, str, str]]:
     """compare's iteration time against timm's published step, per GPU, beside the wave law it replaced."""
     def cells() -> tuple[str, str, str, str]:
         rows = _timm_rows(origin)
+        if not rows:
+            return NOT_RERUN
         short = {g: g.replace("RTX PRO 6000 Blackwell ", "").replace("RTX ", "") for g in {r["gpu"] for r in rows}}
         per = {short[g]: _mean_abs([100 * float(r["error"]) for r in rows if r["gpu"] == g]) for g in sorted(short)}
         err = [100 * float(r["error"]) for r in rows]
@@ -244,6 +263,8 @@ def _invariance_cells() -> tuple[str, str, str, str]:
     a = {(r["model"], r["gpu"]): float(r["predicted_ms"]) for r in _timm_rows("H100", False)}
     d = [100 * abs(float(r["predicted_ms"]) / a[(r["model"], r["gpu"])] - 1) for r in _timm_rows("H200", False)
          if (r["model"], r["gpu"]) in a]
+    if not d:
+        return NOT_RERUN
     within = sum(v <= 5 for v in d) / len(d)
     return f"{len(d)} (model, GPU)", f"{_mean_abs(d):.1f}%", f"{max(d):.1f}%", f"{100 * within:.0f}% within 5%"
 
@@ -273,7 +294,8 @@ def timm_section() -> str:
     """docs/accuracy.md's timm tables: benchmarks/results/timm_published.md from its first table to the P sweep, its
     headings one level down."""
     text = (RESULTS / "timm_published.md").read_text()
-    body = text[text.index("## Per origin"):text.index("## Choosing P")]
+    end = text.find("## Choosing P")
+    body = text[text.index("## Per origin"):end if end >= 0 else len(text)].rstrip("\n") + "\n"
     return body.replace("## ", "#### ")
 
 
@@ -341,6 +363,9 @@ ACCURACY_ROWS = [
                 _neusight_cells("neusight_amd.csv", None), f"[AMD]({ACC}#amd)"),
     AccuracyRow("FP32 GEMM kernel time on an unseen GPU (learned model)", "P100, P4, V100, T4, A100 PCIe",
                 _logo_cells, "[docs/learned.md](docs/learned.md)"),
+    AccuracyRow("FP32 GEMM kernel time from an older GPU to an H100 (cross-chip law; NeuSight's shapes timed on our "
+                "H100)", "P100, P4, T4, V100, A100 PCIe → H100 SXM", _gemm_to_h100_cells,
+                "[GEMMs to H100](docs/learned.md#the-cross-chip-law-on-gemm-kernels-issue-32)"),
 ]
 
 

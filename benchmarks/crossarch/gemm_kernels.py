@@ -13,14 +13,17 @@ Two sets, every error |predicted / measured - 1| per kernel:
   is what `scale` does there, the learned FP32 model (trained on these five GPUs: in sample, docs/learned.md has its
   leave-one-GPU-out figures).
 `law` is crossarch.predict_ns as the engine calls it for a CUDA-core GEMM kernel whose op recorded its shapes (FLOPs
-2BMNK, bytes A + B + C, 64-wide output tiles), then the engine's roofline floor. Only public dev data is read.
-Writes benchmarks/results/crossarch_gemm_kernels.md.
+2BMNK, bytes A + B + C, 64-wide output tiles), then the engine's roofline floor; beside it the same law with issue
+25's soft split for GEMMs (`soft split`, the law the GEMM regression came with). Only public dev data is read.
+Writes benchmarks/results/crossarch_gemm_kernels.{md,csv} (the csv: the medians per set, for the README).
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -55,6 +58,17 @@ def law_ns(q: pd.DataFrame, origin, target) -> np.ndarray:
     return np.maximum(t, floor)
 
 
+@contextmanager
+def soft_split() -> Iterator[None]:
+    """The law before issue 32: a GEMM's time beyond its sustained rate overlaps its compute (the soft split)."""
+    saved = crossarch.gemm_with_shapes
+    crossarch.gemm_with_shapes = lambda work: np.zeros(len(work.t_origin), bool)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        crossarch.gemm_with_shapes = saved  # type: ignore[assignment]
+
+
 def shipped_ns(q: pd.DataFrame, origin, target, law: np.ndarray) -> np.ndarray:
     if not (envelope.covers(origin) and envelope.covers(target)):
         return law
@@ -66,9 +80,11 @@ def shipped_ns(q: pd.DataFrame, origin, target, law: np.ndarray) -> np.ndarray:
 
 def _scored(q: pd.DataFrame, origin, target) -> pd.DataFrame:
     law = law_ns(q, origin, target)
+    with soft_split():
+        before = law_ns(q, origin, target)
     d = q[[*SHAPE, "origin", "target", "t_origin_ms", "t_target_ms"]].assign(
-        law_ms=law / 1e6, shipped_ms=shipped_ns(q, origin, target, law) / 1e6)
-    for m in ("law", "shipped"):
+        law_ms=law / 1e6, shipped_ms=shipped_ns(q, origin, target, law) / 1e6, before_ms=before / 1e6)
+    for m in ("law", "shipped", "before"):
         d[f"{m}_error"] = d[f"{m}_ms"] / d["t_target_ms"] - 1
     return d
 
@@ -97,11 +113,13 @@ def to_h100(long: pd.DataFrame, csv: Path = H100_CSV) -> pd.DataFrame:
 
 
 def table(d: pd.DataFrame, by: list[str], shipped: bool = True) -> str:
-    cols = ["kernels", "law: median abs", "law: median signed"] + (["shipped: median abs"] if shipped else [])
+    cols = ["kernels", "law: median abs", "law: median signed", "soft split (before issue 32): median abs"] + (
+        ["shipped: median abs"] if shipped else [])
     out = [f"| {' | '.join(by)} | {' | '.join(cols)} |", "|" + "---|" * len(by) + "---:|" * len(cols)]
 
     def line(key: tuple, g: pd.DataFrame) -> str:
-        cells = [str(len(g)), f"{100 * g.law_error.abs().median():.1f}%", f"{100 * g.law_error.median():+.1f}%"]
+        cells = [str(len(g)), f"{100 * g.law_error.abs().median():.1f}%", f"{100 * g.law_error.median():+.1f}%",
+                 f"{100 * g.before_error.abs().median():.1f}%"]
         if shipped:
             cells.append(f"{100 * g.shipped_error.abs().median():.1f}%")
         return f"| {' | '.join(map(str, key))} | {' | '.join(cells)} |"
@@ -132,6 +150,16 @@ def main() -> None:
     print(text)
     if not a.no_write:
         (a.out / "crossarch_gemm_kernels.md").write_text(text)
+        summary(h, dev).to_csv(a.out / "crossarch_gemm_kernels.csv", index=False, float_format="%.4f")
+
+
+def summary(h: pd.DataFrame, dev: pd.DataFrame) -> pd.DataFrame:
+    """One row per set and subset: kernels and the law's median |error| and median signed error (the README's row)."""
+    parts = [("to H100", "all", h), ("to H100", ">= 0.1 ms", h[h["h100"] == ">= 0.1 ms"]),
+             ("between the five", "all", dev)]
+    return pd.DataFrame([{"set": s, "subset": sub, "kernels": len(d), "median_abs": d["law_error"].abs().median(),
+                          "median_signed": d["law_error"].median(), "p90_abs": d["law_error"].abs().quantile(0.9),
+                          "before_median_abs": d["before_error"].abs().median()} for s, sub, d in parts])
 
 
 if __name__ == "__main__":
