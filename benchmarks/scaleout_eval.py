@@ -23,7 +23,9 @@ A workload whose evaluation raises is a row with its error in ``status``, not th
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import lzma
 import sys
 import tarfile
 import tempfile
@@ -44,9 +46,10 @@ from habitat_trace.pipeline import DataParallel, Options, Run, iteration_figures
 # measured ranks within 5% (issue 27, "Done when").
 ERROR_BAR_SCALEOUT = 0.10
 ERROR_BAR_JOINT = 0.05
-STRATEGIES = ("ddp", "fsdp")
+# The collector's modes and the strategy each is predicted as: FSDP2 (fully_shard) and FSDP1 (FullyShardedDataParallel)
+STRATEGY_OF = {"ddp": "ddp", "fsdp": "fsdp", "fsdp1": "fsdp1"}
 # A rank whose compute kernels run this much slower than the one GPU's moves the step past ERROR_BAR_SCALEOUT on its
-# own (a compute-bound step waits for it at every collective): the summary names it as a straggler.
+# own (a compute-bound step waits for it at every collective): the summary names it.
 STRAGGLER_FACTOR = 1.0 + ERROR_BAR_SCALEOUT
 
 
@@ -55,27 +58,47 @@ def rows_of(folder: Path) -> list[dict[str, Any]]:
 
 
 def extract(folder: Path, into: Path) -> None:
+    """The folder's traces under ``into``: collect_distributed.py's xz tar in parts (traces.tar.xz.NN), or the
+    per-workload tars of its earlier layout."""
+    parts = sorted(folder.glob("traces.tar.xz.*"))
+    if parts:
+        data = lzma.decompress(b"".join(p.read_bytes() for p in parts))
+        with tarfile.open(fileobj=io.BytesIO(data)) as t:
+            t.extractall(into, filter="data")
     for tar in sorted(folder.glob("*.tar")):
         with tarfile.open(tar) as t:
             t.extractall(into, filter="data")
 
 
-def predicted_scaleout(single: Any, world: int, strategy: str) -> tuple[float, float, list[str]]:
-    """(one-GPU replayed iteration, N-rank predicted iteration, warnings) in ms, on the origin GPU, from the loaded
-    one-GPU trace: what ``compare TRACE --world-size N --strategy S`` reports on its origin row."""
+def rank_files(base: Path, mode: str, world: int) -> list[Path]:
+    """The rank traces of ``mode`` at ``world`` ranks under a workload's folder (``<mode>-w<N>/``, or ``<mode>/``
+    in the earlier layout)."""
+    folder = base / (mode if mode == "single" else f"{mode}-w{world}")
+    if not folder.is_dir():
+        folder = base / mode
+    return sorted(folder.glob("rank*.pt.trace.json*"))
+
+
+def predicted_scaleout(single: Any, world: int, strategy: str) -> tuple[float, float, list[str], float, float]:
+    """(one-GPU replayed iteration, N-rank predicted iteration, warnings, its range's low and high end) in ms, on
+    the origin GPU, from the loaded one-GPU trace: what ``compare TRACE --world-size N --strategy S`` reports on its
+    origin row."""
     alone = Run([single], Options.load()).baseline().ranks[0]
     many = Run([single], Options.load(data_parallel=DataParallel(world, strategy))).baseline()
-    return iteration_figures(alone.tables, alone.timeline)[0], many.ranks[0].headline.iteration_ms, list(many.warnings)
+    head = many.ranks[0].headline
+    return (iteration_figures(alone.tables, alone.timeline)[0], head.iteration_ms, list(many.warnings),
+            head.iteration_low_ms, head.iteration_high_ms)
 
 
 def load_ranks(rank_files: list[Path]) -> list[Any]:
     return sorted((load(p) for p in rank_files), key=lambda t: t.distributed.rank if t.distributed else 0)
 
 
-def joint(traces: list[Any]) -> float:
-    """The slowest rank's iteration (ms) of the ranks replayed together on their own GPU (``compare DIR``'s origin)."""
-    replay = Run(traces, Options.load()).baseline()
-    return max(iteration_figures(r.tables, r.timeline)[0] for r in replay.ranks)
+def joint(traces: list[Any]) -> tuple[float, float, float]:
+    """The slowest rank's iteration (ms) of the ranks replayed together on their own GPU (``compare DIR``'s origin
+    row), and its range."""
+    head = Run(traces, Options.load()).baseline().slowest().headline
+    return head.iteration_ms, head.iteration_low_ms, head.iteration_high_ms
 
 
 def compute_kernels(trace: Any) -> pd.DataFrame:
@@ -99,34 +122,57 @@ def busy_floor_ms(traces: list[Any]) -> float:
     return max(float(step_figures(t.steps, compute_kernels(t)).table["gpu_busy_ns"].mean()) / 1e6 for t in traces)
 
 
-def evaluate_one(base: Path, mode: str, world: int) -> dict[str, Any]:
-    """Both predictions and the ranks' compute factors for one workload and strategy (extracted under ``base``)."""
-    one = load(base / "single" / "rank0.pt.trace.json.gz")
-    one_pred, pred, warn = predicted_scaleout(one, world, mode)
-    traces = load_ranks(sorted((base / mode).glob("rank*.pt.trace.json.gz")))
+def evaluate_one(base: Path, mode: str, world: int, scaleout_only: bool = False,
+                 single_base: Optional[Path] = None) -> dict[str, Any]:
+    """Both predictions and the ranks' compute factors for one workload and strategy (extracted under ``base``, the
+    one-GPU trace under ``single_base``, default ``base``); ``scaleout_only``: the scale-out from it alone."""
+    one = load(rank_files(single_base or base, "single", 1)[0])
+    one_pred, pred, warn, low, high = predicted_scaleout(one, world, STRATEGY_OF[mode])
+    span = {"scaleout_low_ms": low, "scaleout_high_ms": high}
+    if scaleout_only:
+        return {"replayed_1gpu_ms": one_pred, "scaleout_ms": pred, **span, "warnings": "; ".join(warn)}
+    traces = load_ranks(rank_files(base, mode, world))
     factors = {f"compute_x_r{i}": compute_factor(one, t) for i, t in enumerate(traces)}
-    return {"replayed_1gpu_ms": one_pred, "scaleout_ms": pred, "joint_ms": joint(traces),
+    j, j_low, j_high = joint(traces)
+    return {"replayed_1gpu_ms": one_pred, "scaleout_ms": pred, **span, "joint_ms": j, "joint_low_ms": j_low,
+            "joint_high_ms": j_high,
             "busy_floor_ms": busy_floor_ms(traces), **factors, "warnings": "; ".join(warn)}
 
 
-def evaluate(folder: Path) -> pd.DataFrame:
+def evaluate(folder: Path, only: Optional[str] = None, scaleout_only: bool = False,
+             singles_from: Optional[Path] = None) -> pd.DataFrame:
+    """Every N-rank row of ``folder``; the one-GPU rows and traces from ``singles_from`` where ``folder`` has none
+    (collect_distributed.py --modes fsdp1 alone, run after the full collection on the same host)."""
     rows = rows_of(folder)
-    by = {(r["workload"], r["mode"]): r for r in rows}
+    singles = {r["workload"]: r for r in rows_of(singles_from) if r["mode"] == "single"} if singles_from else {}
+    singles.update({r["workload"]: r for r in rows if r["mode"] == "single"})
     out = []
     with tempfile.TemporaryDirectory() as tmp:
-        extract(folder, Path(tmp))
-        for (name, mode), r in by.items():
-            single = by.get((name, "single"))
-            if mode not in STRATEGIES or r["status"] != "ok" or single is None or single["status"] != "ok":
+        if (folder / "traces").is_dir():  # extracted already (the parts unpacked into traces/)
+            tmp = str(folder / "traces")
+        else:
+            extract(folder, Path(tmp))
+        for r in rows:
+            name, mode = r["workload"], r["mode"]
+            single = singles.get(name)
+            if mode not in STRATEGY_OF or r["status"] != "ok" or single is None or single["status"] != "ok":
+                continue
+            if only and only not in name:
                 continue
             meas, meas1 = float(r["slowest_rank_ms"]), float(single["slowest_rank_ms"])
-            row = {"workload": name, "strategy": mode, "world": r["world"], "device": r["device"],
-                   "measured_1gpu_ms": meas1, "measured_ms": meas, "no_change_err": meas1 / meas - 1, "status": "ok"}
+            row = {"host": folder.name, "workload": name, "strategy": mode, "world": r["world"],
+                   "device": r["device"], "measured_1gpu_ms": meas1, "measured_ms": meas,
+                   "no_change_err": meas1 / meas - 1, "status": "ok"}
             try:
-                row.update(evaluate_one(Path(tmp) / name, mode, int(r["world"])))
+                single_base = Path(tmp) / name
+                if singles_from is not None and not (single_base / "single").is_dir():
+                    single_base = singles_from / "traces" / name
+                row.update(evaluate_one(Path(tmp) / name, mode, int(r["world"]), scaleout_only, single_base))
             except Exception as e:  # one workload's failure is its row, not the end of the evaluation
                 row["status"] = f"error: {type(e).__name__}: {e}"[:300]
                 print(f"{name} {mode}: {row['status']}", file=sys.stderr)
+            print(f"{name} {mode} x{r['world']}: measured {meas:.2f} ms, scale-out {row.get('scaleout_ms', 0):.2f}, "
+                  f"joint {row.get('joint_ms', 0):.2f}", file=sys.stderr, flush=True)
             out.append(row)
     df = pd.DataFrame(out)
     for col in ("scaleout_ms", "joint_ms"):
@@ -134,6 +180,10 @@ def evaluate(folder: Path) -> pd.DataFrame:
             df[col] = np.nan
     if len(df):
         df["scaleout_err"] = df["scaleout_ms"] / df["measured_ms"] - 1
+        if "scaleout_low_ms" in df:
+            df["in_range"] = (df["scaleout_low_ms"] <= df["measured_ms"]) & (df["measured_ms"] <= df["scaleout_high_ms"])
+        if "joint_low_ms" in df:
+            df["joint_in_range"] = (df["joint_low_ms"] <= df["measured_ms"]) & (df["measured_ms"] <= df["joint_high_ms"])
         df["joint_err"] = df["joint_ms"] / df["measured_ms"] - 1
     return df
 
@@ -148,14 +198,17 @@ def summary(df: pd.DataFrame) -> list[str]:
             lines.append(f"- {what}: no row evaluated")
             continue
         within = "" if bar is None else f", within {bar:.0%}: {int((err <= bar).sum())}/{len(err)}"
-        lines.append(f"- {what}: mean |error| {err.mean():.1%}, worst {err.max():.1%}{within}")
+        inside = {"scaleout_err": "in_range", "joint_err": "joint_in_range"}.get(col)
+        covered = f", inside its range: {int(df[inside].sum())}/{len(df)}" if inside in df else ""
+        lines.append(f"- {what}: mean |error| {err.mean():.1%}, worst {err.max():.1%}{within}{covered}")
     factors = sorted(c for c in df.columns if c.startswith("compute_x_r"))
     for r in df.itertuples():
         slow = {c[len("compute_x_"):]: getattr(r, c) for c in factors if getattr(r, c) > STRAGGLER_FACTOR}
         if slow:
             ranks = ", ".join(f"{k} {v:.2f}x" for k, v in slow.items())
-            lines.append(f"- straggler, {r.workload} {r.strategy}: compute kernels of {ranks} the one-GPU trace's "
-                         "(the scale-out assumes every rank at 1.00x)")
+            lines.append(f"- slow compute, {r.workload} {r.strategy} x{r.world}: compute kernels of {ranks} the one-GPU "
+                         "trace's (contention by NCCL's channels where a collective overlapped them: "
+                         "docs/distributed.md)")
     floor = df[df["busy_floor_ms"] > df["measured_ms"]] if "busy_floor_ms" in df else df.iloc[:0]
     lines += [f"- {r.workload} {r.strategy}: the recorded compute busy time {r.busy_floor_ms:.1f} ms/step exceeds "
               f"the timed step {r.measured_ms:.1f} ms: the kernels ran slower while profiled" for r in floor.itertuples()]
@@ -190,8 +243,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("folder", type=Path)
     p.add_argument("--out", type=Path, help="markdown file (default: benchmarks/results/scaleout/<folder>.md)")
+    p.add_argument("--only", help="workloads whose name contains this")
+    p.add_argument("--scaleout-only", action="store_true", help="the scale-out from one GPU alone (no joint replay)")
+    p.add_argument("--singles-from", type=Path, help="the collection whose one-GPU rows and traces to use")
     args = p.parse_args(argv)
-    df = evaluate(args.folder)
+    df = evaluate(args.folder, args.only, args.scaleout_only, args.singles_from)
     if not len(df):
         print(f"{args.folder}: no workload with a one-GPU and an N-rank measurement", file=sys.stderr)
         return 1

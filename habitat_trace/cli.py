@@ -39,7 +39,7 @@ NodesOpt = typer.Option(None, "--nodes", metavar="N", help="what-if: nodes a col
 # a one-GPU trace as one of N data-parallel ranks (pipeline.DataParallel, docs/distributed.md "Scale-out from one GPU")
 WorldSizeOpt = typer.Option(1, "--world-size", metavar="N",
                             help="scale-out: the one-GPU trace as one of N data-parallel ranks (1: as recorded)")
-StrategyOpt = typer.Option("ddp", "--strategy", metavar="ddp|fsdp", help="scale-out: DDP buckets or FSDP units")
+StrategyOpt = typer.Option("ddp", "--strategy", metavar="ddp|fsdp|fsdp1", help="scale-out: DDP buckets, FSDP2 (fully_shard) or FSDP1 units")
 DDP_BUCKET_MB = 25.0  # scale.dataparallel.DEFAULT_BUCKET_MB, written here so that --help imports no numpy (tested)
 BucketMbOpt = typer.Option(DDP_BUCKET_MB, "--bucket-mb", metavar="MB", help="scale-out: DDP's bucket_cap_mb in MiB")
 # the target's host (pipeline.Host): the origin's, without the profiler's overhead, at a what-if speed

@@ -101,7 +101,9 @@ def test_the_api_scales_out() -> None:
     k = fsdp.kernels
     assert len(k) > len(one.kernels) and (k["method"] == "collective-synthesized").any()
     assert (k.loc[k["method"] == "collective-synthesized", "origin_dur_ns"] == 0).all()
-    assert fsdp.summary()["steps"]["mean"]["gpu_busy_ms"] > one.summary()["steps"]["mean"]["gpu_busy_ms"]
+    # more GPU work in all (the collectives and FSDP2's copies); not necessarily a longer busy union per step: the
+    # optimizer steps a quarter of the parameters and the collectives overlap the compute stream
+    assert k["dur_ns"].sum() > one.kernels["dur_ns"].sum()
     table = habitat_trace.compare(MLP_FIXTURE, "A100", data_parallel=pipeline.DataParallel(2, "ddp"))
     assert (table["world_size"] == 2).all()
 
@@ -171,3 +173,16 @@ def test_options_are_checked_where_they_are_made() -> None:
 
 def test_the_cli_default_bucket_is_ddps() -> None:
     assert DDP_BUCKET_MB == D.DEFAULT_BUCKET_MB == 25.0
+
+
+def test_issue31_hidden_communication_is_said_under_the_table() -> None:
+    """Issue 31: DDP's 2- and 4-rank rows were identical to 0.01% and nothing said why; a row whose exposed
+    communication is under 1% of its step now says that the collectives are hidden (and only that row)."""
+    from habitat_trace.commands.compare import notes
+
+    base = {"memory_source": "estimate", "ranks": 1, "world_size": 4, "price_source": ""}
+    rows = [{**base, "gpu": "H100 SXM5 80GB", "iteration_ms": 66.54, "comm_ms": 5.0, "exposed_comm_ms": 0.11},
+            {**base, "gpu": "L4", "iteration_ms": 300.0, "comm_ms": 40.0, "exposed_comm_ms": 12.0}]
+    said = [n for n in notes(rows) if n.startswith("communication hidden")]
+    assert len(said) == 1 and "H100 SXM5 80GB" in said[0] and "L4" not in said[0]
+    assert not any(n.startswith("communication hidden") for n in notes(rows[1:]))

@@ -181,7 +181,7 @@ def test_no_backward_is_refused_with_the_fix() -> None:
     ({"world_size": 0}, "world size"), ({"strategy": "zero"}, "strategy"), ({"bucket_mb": 0}, "bucket"),
     ({"world_size": 2, "nodes": 3}, "nodes"), ({"interconnect": "ib"}, "interconnect"),
     ({"comm_dtype": "int4"}, "comm dtype"), ({"protocol": "ll"}, "protocol"), ({"fsdp_wrap": "layers"}, "wrap"),
-    ({"comm_sm_share": 1.0}, "SM share"),
+    ({"nccl_channels": -1}, "NCCL channels"),
 ])
 def test_bad_options_are_refused(kwargs: dict, message: str) -> None:
     with pytest.raises(HabitatTraceError, match=message):

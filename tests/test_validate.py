@@ -116,3 +116,31 @@ def test_the_measured_real_loop_wins_when_the_trace_carries_it(tmp_path) -> None
     r = validate(_scaled(tmp_path), load(measured))
     assert r["iteration"]["measured_source"] == "measured"
     assert r["iteration"]["measured_ms"] == max(2.6, r["step"]["gpu_busy"]["measured_ms"])
+
+
+DIST = DATA / "dist_mlp_h100x2"
+
+
+def test_issue31_a_scale_out_is_validated_against_one_rank_of_the_real_run(tmp_path, capsys) -> None:
+    """Issue 31, item 5: `validate PREDICTED RANK0-OF-REAL-DDP-RUN` refused ("run different programs: 564 of 1174
+    top-level ops pair up"): DDP wraps the forward in DistributedDataParallel.forward. Now the wrapper is looked
+    through, the model's ops pair as on one GPU, and what DDP adds is listed on both sides."""
+    out = tmp_path / "ddp2.pt.trace.json.gz"
+    assert _cli(["scale", str(DIST / "single.pt.trace.json.gz"), "--to", "H100", "--world-size", "2", "--strategy",
+                 "ddp", "-o", str(out)]) == 0
+    v = validate_tables(load(out), load(DIST / "ddp-rank0.pt.trace.json.gz"), Options.load())
+    ops = v.matched.set_index("what").loc["ops"]
+    assert ops["matched"] >= 100 and abs(ops["total_error_pct"]) < 25  # the model's own ops, paired
+    added = {(r.side, r.name) for r in v.added.itertuples()}
+    assert ("measured", "c10d::allreduce_") in added and ("predicted", "(synthesized)") in added
+    assert not any(name.startswith("DistributedDataParallel") for _, name in added)
+    capsys.readouterr()
+    assert _cli(["validate", str(out), str(DIST / "ddp-rank0.pt.trace.json.gz"), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {r["name"] for r in doc["added"]} >= {"c10d::allreduce_", "(synthesized)"}
+
+
+def test_issue31_a_one_gpu_trace_against_itself_lists_nothing_added() -> None:
+    t = load(DIST / "single.pt.trace.json.gz")
+    v = validate_tables(t, t, Options.load())
+    assert len(v.added) == 0

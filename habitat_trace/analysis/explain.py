@@ -8,14 +8,16 @@ rank), so one target and several read the same way:
   gap), its matched collectives' transfer and wait for the other ranks (several ranks only), the profiler
   overhead removed;
 - ``ops`` (by top-level op) and ``kernels``: of the rank that sets the step on the target (the slowest), the
-  ``top`` whose GPU time changes most.
+  ``top`` whose GPU time changes most;
+- ``scale_out`` (``--world-size N`` only): per target, the one-GPU step replayed there and what the scale-out adds
+  to it, three parts that sum to the N-rank iteration (pipeline.Run.scale_out_split).
 Times are per step (summed over the ProfilerSteps, divided by their number; GPU events outside the steps are
 left out). ``share`` is the op's (kernel's) GPU time on the target over the target's step: the iteration time,
 or the summed GPU time of the step where streams overlap so much that it is larger; so shares sum to <= 1.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -39,13 +41,17 @@ class Explanation:
     ops: pd.DataFrame
     kernels: pd.DataFrame
     warnings: tuple[str, ...]
+    scale_out: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def explain(run: Run, targets: Sequence[GpuSpec], top: int = 15) -> Explanation:
     """The tables of the module doc, for every target in order."""
-    steps, ops, kernels, warnings = [], [], [], []
+    steps, ops, kernels, warnings, split = [], [], [], [], []
     for target in targets:
         replay = run.replay(target)
+        if run.options.data_parallel.active:
+            split.append({"target": target.name, "world_size": run.options.data_parallel.world_size,
+                          "strategy": run.options.data_parallel.strategy, **run.scale_out_split(target)})
         steps += step_rows(run.baseline(), replay)
         slow = replay.slowest()
         ops_t, kernels_t = changes(slow, top, None if run.single else slow.rank.number)
@@ -53,7 +59,7 @@ def explain(run: Run, targets: Sequence[GpuSpec], top: int = 15) -> Explanation:
         kernels.append(kernels_t)
         warnings += [f"{target.name}: {w}" for w in replay.warnings]
     return Explanation(pd.DataFrame(steps), pd.concat(ops, ignore_index=True),
-                       pd.concat(kernels, ignore_index=True), tuple(dict.fromkeys(warnings)))
+                       pd.concat(kernels, ignore_index=True), tuple(dict.fromkeys(warnings)), pd.DataFrame(split))
 
 
 def step_rows(before: Replay, after: Replay) -> list[dict[str, Any]]:

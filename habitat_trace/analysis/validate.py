@@ -14,6 +14,13 @@ with ``--keep-profiler-overhead`` with the measured trace as recorded. ``iterati
 ("measured": the trace carries it), an estimate with the profiler's overhead removed ("estimated"), or the
 profiled trace ("profiled").
 
+A scale-out prediction (``--world-size N``) is compared with one rank of the real run (issue 31): the ops
+DistributedDataParallel and FSDP wrap the model in (``DistributedDataParallel.forward``,
+``FullyShardedDataParallel.forward``) are looked through, so the model's own ops pair as on one GPU, and the GPU
+work that data parallelism adds on either side (its hooks ``FSDP::*``, ``FullyShardedDataParallel._*``, the c10d and
+NCCL ops; the prediction's synthesized events) is not paired but listed in ``added``, with its GPU time per step
+(where both sides run it, two traces of a multi-rank run, it pairs as any op).
+
 Traces of different programs are refused (fewer than ``MIN_MATCHED_OPS`` of the top-level ops pair up, or fewer
 than ``MIN_SAME_SHAPES`` of the pairs run on the same input shapes);
 a prediction for another GPU than the measured one gives a warning in the report's ``warnings``.
@@ -21,7 +28,8 @@ a prediction for another GPU than the measured one gives a warning in the report
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -43,6 +51,13 @@ MIN_MATCHED_OPS = 0.5
 # H200, each against its SM-limited run, 2026-11-25); GPT-2 against BERT pairs 808 ops by name (both are stacks
 # of aten::linear, layer_norm, ...), 4 of 258 on the same shapes (issue 26, item 5).
 MIN_SAME_SHAPES = 0.5
+# The data-parallel wrappers' own ops: looked through (their children are the model's top-level ops) ...
+DP_WRAPPERS = re.compile(r"^(DistributedDataParallel|FullyShardedDataParallel)\.forward$")
+# ... and the work data parallelism adds, by the name of the top-level op it runs under (torch 2.11: DDP's reducer
+# hooks run inside the backward's AccumulateGrad nodes, so only their collectives are named; FSDP1/FSDP2 hooks)
+DP_ADDED = re.compile(r"^(FSDP::|FullyShardedDataParallel\.|RegisterPostBackwardFunction|nccl:|c10d::|"
+                      r"record_param_comms|torch\.distributed|torch::distributed)")
+SYNTHESIZED = "(synthesized)"  # the root of a prediction's synthesized events: launches with no op
 
 
 @dataclass(frozen=True)
@@ -54,6 +69,7 @@ class Validation:
     worst_ops: pd.DataFrame
     worst_kernels: pd.DataFrame
     warnings: tuple[str, ...]
+    added: pd.DataFrame = field(default_factory=pd.DataFrame)  # side, name, count/step, GPU ms/step (module doc)
 
 
 def validate(predicted: Tables, measured: Tables, options: Options, top: int = 10) -> Validation:
@@ -62,6 +78,11 @@ def validate(predicted: Tables, measured: Tables, options: Options, top: int = 1
     raw = step_figures(measured.steps, measured.gpu).table
     n = min(len(fp), len(raw))
     pk, mk = _keyed(predicted, n), _keyed(measured, n)
+    both = set(pk.loc[pk["added"], "root"]) & set(mk.loc[mk["added"], "root"])  # on both sides: pair them as usual
+    pk["added"] &= ~pk["root"].isin(both)
+    mk["added"] &= ~mk["root"].isin(both)
+    added = _added(pk, mk, n)
+    pk, mk = pk[~pk["added"]], mk[~mk["added"]]
     ops = _ops(pk, mk)
     _refuse_other_program(predicted, measured, ops, max(pk["key"].nunique(), mk["key"].nunique()))
     kernels = _kernels(pk, mk)
@@ -78,7 +99,18 @@ def validate(predicted: Tables, measured: Tables, options: Options, top: int = 1
     steps = pd.DataFrame([{**r, "error_pct": _err(r["predicted_ms"], r["measured_ms"]), "steps_compared": n}
                           for r in rows])
     matched = pd.DataFrame([{"what": w, **_summary(df)} for w, df in (("ops", ops), ("kernels", kernels))])
-    return Validation(steps, matched, _worst(ops, top), _worst(kernels, top), tuple(warnings))
+    return Validation(steps, matched, _worst(ops, top), _worst(kernels, top), tuple(warnings), added)
+
+
+def _added(pk: pd.DataFrame, mk: pd.DataFrame, steps: int) -> pd.DataFrame:
+    """The GPU work data parallelism adds on each side (module doc): per side and top-level op name, kernels and GPU
+    ms per step."""
+    rows = []
+    for side, k in (("predicted", pk), ("measured", mk)):
+        a = k[k["added"]].groupby("root", sort=False)[S.DUR].agg(["size", "sum"])
+        rows += [{"side": side, "name": str(name), "count_per_step": float(r["size"]) / max(steps, 1),
+                  "gpu_ms": float(r["sum"]) / max(steps, 1) / 1e6} for name, r in a.iterrows()]
+    return pd.DataFrame(rows, columns=["side", "name", "count_per_step", "gpu_ms"])
 
 
 def _measured_figures(predicted: Tables, measured: Tables, raw: pd.DataFrame, options: Options,
@@ -135,10 +167,26 @@ def _err(p: float, m: float) -> float:
 
 
 def _keyed(trace: Tables, steps: int) -> pd.DataFrame:
-    """GPU events of the first ``steps`` steps with their root op's occurrence key and kernel order."""
+    """GPU events of the first ``steps`` steps with their root op's occurrence key and kernel order; the root
+    looks through the data-parallel wrappers, and ``added`` marks the work data parallelism adds (module doc)."""
+    from habitat_trace.ingest.linking import root_ops
+
     g = trace.gpu[(trace.gpu[S.STEP] >= 0) & (trace.gpu[S.STEP] < steps)].copy()
     g = g.sort_values([S.STEP, S.LAUNCH_TS, S.TS], kind="stable")
-    root = g[S.ROOT_OP_NAME].where(g[S.ROOT_OP] >= 0, "(no op)")
+    ops = trace.ops
+    names = ops[S.NAME].to_numpy(dtype=object)
+    wrapper = np.array([bool(DP_WRAPPERS.match(str(x))) for x in names], dtype=bool)
+    stops = wrapper | np.isin(np.arange(len(ops)), trace.steps["op"].to_numpy() if "op" in trace.steps else [])
+    stops |= ops[S.ROOT_OP].to_numpy() == np.arange(len(ops))  # the recorded roots stay roots
+    roots = root_ops(ops[S.PARENT].to_numpy(), stops) if len(ops) else np.zeros(0, dtype=np.int64)
+    op = g[S.OP].to_numpy()
+    eff = np.where(op >= 0, roots[np.maximum(op, 0)] if len(ops) else S.NONE, S.NONE)
+    eff = np.where(wrapper[np.maximum(eff, 0)] & (eff >= 0), op, eff) if len(ops) else eff
+    g[S.ROOT_OP] = eff
+    root = pd.Series(np.where(eff >= 0, names[np.maximum(eff, 0)] if len(ops) else "", "(no op)"), index=g.index)
+    synthesized = (eff < 0) & (g[S.NAME].str.contains("synthesized by habitat-trace", regex=False)).to_numpy()
+    root[synthesized] = SYNTHESIZED
+    g["added"] = [bool(DP_ADDED.match(str(r))) or r == SYNTHESIZED for r in root]
     # occurrence of the root op instance within its step, by name: "aten::linear" #3 in step 0
     first = g.drop_duplicates([S.STEP, S.ROOT_OP])[[S.STEP, S.ROOT_OP]].copy()
     first["occ"] = first.assign(n=root.loc[first.index]).groupby([S.STEP, "n"]).cumcount()
@@ -146,7 +194,7 @@ def _keyed(trace: Tables, steps: int) -> pd.DataFrame:
     g["root"] = root.to_numpy()
     g["key"] = list(zip(g[S.STEP], g["root"], g["occ"]))
     g["method"] = [_arg(trace, e, "habitat_method") for e in g[S.EVENT]]
-    dims = trace.ops[S.INPUT_DIMS].to_numpy(dtype=object)
+    dims = ops[S.INPUT_DIMS].to_numpy(dtype=object)
     g["dims"] = [repr(dims[r]) if r >= 0 and dims[r] else "" for r in g[S.ROOT_OP].tolist()]
     return g
 

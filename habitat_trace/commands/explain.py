@@ -1,6 +1,7 @@
 """``habitat-trace explain``: ``analysis.explain.explain`` as a report of three tables, whatever the number of
 targets and ranks: the step per rank before and after, and the ops and kernels that change most (of the rank that
-sets the step). JSON is always the object {"steps": [...], "ops": [...], "kernels": [...], "warnings": [...]}.
+sets the step); with ``--world-size N`` a fourth, where the N-rank step's time goes. JSON is always the object
+{"steps": [...], "ops": [...], "kernels": [...], "warnings": [...]}, with "scale_out": [...] for ``--world-size``.
 """
 from __future__ import annotations
 
@@ -67,6 +68,16 @@ def _change_columns(what: str, several: bool) -> tuple[Column, ...]:
     )
 
 
+SCALE_OUT_COLUMNS = (
+    Column("target", "GPU", text=True),
+    Column("one_gpu_ms", "one GPU ms", ".2f"),
+    Column("communication_ms", "+ communication exposed ms", "+.2f", short="+ comm ms"),
+    Column("host_work_ms", "+ host work added ms", "+.2f", short="+ host ms"),
+    Column("interference_ms", "+ compute interference ms", "+.2f", short="+ interference ms"),
+    Column("iteration_ms", "= N ranks ms", ".2f", short="= ms"),
+)
+
+
 def report(trace: Path, to: Sequence[str], options: Options, top: int = 15) -> Report:
     from habitat_trace.analysis.explain import explain
     from habitat_trace.commands.common import progress
@@ -81,10 +92,15 @@ def report(trace: Path, to: Sequence[str], options: Options, top: int = 15) -> R
     steps = e.steps.iloc[0]
     title = (f"{steps['origin']} -> {', '.join(t.name for t in targets)}, per step (mean of {steps['steps']}), "
              "origin -> target")
-    return Report((Table("steps", title, e.steps, _step_columns(several)),
-                   Table("ops", "ops (by top-level op) whose GPU time changes most", e.ops,
-                         _change_columns("op", several)),
-                   Table("kernels", "kernels whose time changes most", e.kernels, _change_columns("kernel", several))),
+    tables = (Table("steps", title, e.steps, _step_columns(several)),
+              Table("ops", "ops (by top-level op) whose GPU time changes most", e.ops, _change_columns("op", several)),
+              Table("kernels", "kernels whose time changes most", e.kernels, _change_columns("kernel", several)))
+    if len(e.scale_out):
+        dp = options.data_parallel
+        tables += (Table("scale_out", f"where the {dp.world_size}-rank {dp.strategy.upper()} step's time goes, per "
+                         "step: the one-GPU step on the target and what the scale-out adds (they sum to it)",
+                         e.scale_out, SCALE_OUT_COLUMNS),)
+    return Report(tables,
                   notes=("waves: time-weighted mean waves origin -> target; γ: share of the origin time the DRAM was "
                          "busy (memory-bound when >= 0.5); share: of the target's step; method: see docs/method.md",),
                   warnings=e.warnings)

@@ -1,6 +1,7 @@
 """``habitat-trace validate PREDICTED MEASURED``: step, op and kernel errors of a prediction
-(``analysis.validate``), as a report of four tables. Each side is a trace or a directory of one trace per rank;
-ranks pair by number (a single trace is a run of one rank).
+(``analysis.validate``), as a report of four tables, and a fifth of the GPU work data parallelism adds on either side
+(a scale-out prediction against one rank of the real run). Each side is a trace or a directory of one trace per
+rank; ranks pair by number (a single trace is a run of one rank).
 """
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ MATCHED = (Column("rank", "rank", "d", optional=True), Column("what", "what", te
            Column("total_error_pct", "total error %", "+.1f"))
 
 
+ADDED = (Column("rank", "rank", "d", optional=True), Column("side", "side", text=True),
+         Column("name", "op (data-parallel work, not paired)", lambda v: str(v)[:70], text=True),
+         Column("count_per_step", "kernels/step", "g"), Column("gpu_ms", "GPU ms/step", ".3f"))
+
+
 def _worst(what: str) -> tuple[Column, ...]:
     return (Column("rank", "rank", "d", optional=True), Column("name", what, lambda v: str(v)[:70], text=True),
             Column("predicted_ns", "predicted µs", lambda v: f"{v / 1e3:.1f}"),
@@ -41,7 +47,8 @@ def report(predicted: Path, measured: Path, options: Options, top: int = 10) -> 
         pred, meas = Run.open(predicted, options), Run.open(measured, options)
         pairs = _pairs(pred, meas)
         parts = [(rank, validate(p.tables, m.tables, options, top=top)) for rank, p, m in pairs]
-    tables: dict[str, list[pd.DataFrame]] = {"steps": [], "matched": [], "worst_ops": [], "worst_kernels": []}
+    tables: dict[str, list[pd.DataFrame]] = {"steps": [], "matched": [], "worst_ops": [], "worst_kernels": [],
+                                              "added": []}
     for rank, v in parts:
         for name in tables:
             frame = getattr(v, name)
@@ -53,7 +60,9 @@ def report(predicted: Path, measured: Path, options: Options, top: int = 10) -> 
                    Table("matched", "ops and kernels matched by name and order", frames["matched"], MATCHED),
                    Table("worst_ops", "worst ops (largest time miss)", frames["worst_ops"], _worst("op")),
                    Table("worst_kernels", "worst kernels (largest time miss)", frames["worst_kernels"],
-                         _worst("kernel"))),
+                         _worst("kernel")))
+                  + ((Table("added", "GPU work data parallelism adds (listed, not paired)", frames["added"], ADDED),)
+                     if len(frames["added"]) else ()),
                   warnings=tuple(dict.fromkeys(w for _, v in parts for w in v.warnings)))
 
 

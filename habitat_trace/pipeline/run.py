@@ -29,8 +29,9 @@ from habitat_trace.scale.prediction import Prediction
 from habitat_trace.timeline import floors, hostband
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.joint import replay_ranks
+from habitat_trace.timeline.overhead import FALLBACK_UNIT_NS
 from habitat_trace.timeline.replay import Timeline
-from habitat_trace.timeline.scaleout import ScaledOut, scale_out
+from habitat_trace.timeline.scaleout import Prepared, ScaledOut, prepare, scale_out
 from habitat_trace.timeline.steps import StepFigures, replayed_step_figures
 
 TRACE_GLOBS = ("*.json", "*.json.gz")
@@ -291,7 +292,7 @@ class Run:
 
         def iterate(clocks: Sequence[CpuClock]) -> list[float]:
             return [iteration_figures(t, tl)[0] for t, tl in zip(tables, replay_ranks(tables, preds, clocks).timelines)]
-        ends = BandEnds(iterate, [r.band for r in self.ranks])
+        ends = BandEnds(iterate, [hostband.slowest_of(r.band, len(self.ranks)) for r in self.ranks])
         ranks = tuple(RankReplay(r, p, tl, r.clock if c is None or c is r.clock.clock else replace(r.clock, clock=c),
                                  band_ends=ends, position=i)
                       for i, (r, p, tl, c) in enumerate(zip(self.ranks, joint.predictions, joint.timelines,
@@ -309,15 +310,45 @@ class Run:
         r = self.ranks[0]
         pred = predict(r.tables, r.origin, target if target is not None else r.origin)
         plan = self.options.data_parallel.plan(self.options.deployment)
-        out = scale_out(r.tables, pred, plan, r.clock.clock, r.params)
+        unit = r.clock.evidence.unit_ns if r.clock.evidence is not None else FALLBACK_UNIT_NS
+        prepared = prepare(r.tables, pred, plan, r.params)
+        out = scale_out(r.tables, pred, plan, r.clock.clock, r.params, unit, prepared=prepared)
         host = r.clock if out.clock is r.clock.clock else replace(r.clock, clock=out.clock)
 
-        def iterate(clocks: Sequence[CpuClock]) -> list[float]:
-            o = scale_out(r.tables, pred, plan, clocks[0], r.params)
+        band = hostband.slowest_of(r.band, plan.world_size)  # every collective waits for the slowest rank's host
+
+        def iterate(clocks: Sequence[CpuClock]) -> list[float]:  # the slow end: with the worst contention too
+            o = scale_out(r.tables, pred, plan, clocks[0], r.params, unit, worst_contention=clocks[0] is band.slow,
+                          prepared=prepared)
             return [iteration_figures(o.synthesized.tables, o.timeline)[0]]
-        rr = RankReplay(r, out.synthesized.prediction, out.timeline, host, out, BandEnds(iterate, [r.band]))
+        rr = RankReplay(r, out.synthesized.prediction, out.timeline, host, out, BandEnds(iterate, [band]))
         none = pd.DataFrame(columns=["rank", "row", "key", "collective", "transfer_ns", "wait_ns"])
         return Replay(target, (rr,), none, 0, tuple(dict.fromkeys(list(out.warnings) + self.host_warnings())))
+
+    def scale_out_split(self, target: Optional[GpuSpec]) -> dict[str, float]:
+        """Where a ``--world-size N`` step's time goes on ``target`` (None: the origin GPU), ms: the one-GPU step
+        replayed there, then what each part of the scale-out adds, replayed cumulatively so that the parts sum to
+        the N-rank iteration: ``communication_ms`` (the collectives and the copies DDP/FSDP add, exposed on the
+        GPU; no host cost, no contention), ``host_work_ms`` (their issue and the hooks on the host:
+        scale/dp_host.py), ``interference_ms`` (compute kernels slowed where a collective's channels hold SMs)."""
+        from habitat_trace.pipeline.figures import iteration_figures
+
+        r = self.ranks[0]
+        pred = predict(r.tables, r.origin, target if target is not None else r.origin)
+        plan = self.options.data_parallel.plan(self.options.deployment)
+        unit = r.clock.evidence.unit_ns if r.clock.evidence is not None else FALLBACK_UNIT_NS
+        one = replay_ranks([r.tables], [pred], [r.clock.clock]).timelines[0]
+        one_ms = iteration_figures(r.tables, one)[0]
+
+        prepared = prepare(r.tables, pred, plan, r.params)
+        quiet = replace(prepared, channels=0)  # no contention
+
+        def it(p: Prepared, host: bool) -> float:
+            o = scale_out(r.tables, pred, plan, r.clock.clock, r.params, unit, host_work=host, prepared=p)
+            return iteration_figures(o.synthesized.tables, o.timeline)[0]
+        comm, hosted, full = it(quiet, False), it(quiet, True), it(prepared, True)
+        return {"one_gpu_ms": one_ms, "communication_ms": comm - one_ms, "host_work_ms": hosted - comm,
+                "interference_ms": full - hosted, "iteration_ms": full}
 
     def host_warnings(self) -> list[str]:
         """The profiler-overhead estimate's warnings of every rank's host clock (an extrapolated unit, an estimate

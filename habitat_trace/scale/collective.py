@@ -62,6 +62,12 @@ _PROTO = re.compile(r"_(LL128|LL|SIMPLE)(?=_|\(|$)")
 _COLL = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 DEFAULT_ALGORITHM, DEFAULT_PROTOCOL = "RING", "SIMPLE"  # NCCL's choice for large messages: a stated default
 
+# The channels (CTAs, one SM each) NCCL's ring collectives run with inside a node. NVLink: 24, measured: the grid
+# of every ncclDevKernel_{AllReduce,AllGather,ReduceScatter} in our 2- and 4-rank H100 SXM (NV18) runs, NCCL 2.28.9,
+# 2026-11-26 (benchmarks/results/scaleout/); NCCL's ring search finds 12 rings over 18 NVLinks at sm90's 20.6 GB/s
+# a link and ncclTopoPostset doubles them (src/graph/search.cc, connect.cc). PCIe: 2, assumed: one ring found over
+# a PCIe tree, doubled (NCCL_DEBUG=INFO "Channel 00/02" on PCIe-only hosts); not measured here.
+NCCL_CHANNELS = {"nvlink": 24, "pcie": 2}
 WHATIF_KEYS = ("whatif_interconnect", "whatif_gpus_per_node", "whatif_nodes")
 INTERCONNECTS = ("nvlink", "pcie")
 
@@ -118,6 +124,11 @@ def topology(spec: GpuSpec, ranks: int) -> tuple[Optional[Topology], str]:
             return None, f"{spec.name}: no inter-node network in the catalog for {nodes} nodes"
         inter = float(x["node_network_gbps"]) / 8.0
     return Topology(ranks, nodes, str(link), intra, inter), ""
+
+
+def nccl_channels(topo: Topology) -> int:
+    """The channels NCCL runs a collective with over ``topo``'s link (NCCL_CHANNELS)."""
+    return NCCL_CHANNELS.get(topo.link, NCCL_CHANNELS["pcie"])
 
 
 def bus_factor(coll: str, n: np.ndarray | int) -> np.ndarray:

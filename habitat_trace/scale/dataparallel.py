@@ -11,7 +11,7 @@ over the gradient-ready order (``rebuild_buckets``), FSDP's schedule torch/distr
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
@@ -19,24 +19,27 @@ import pandas as pd
 
 from habitat_trace.errors import HabitatTraceError, SpecError
 from habitat_trace.scale import collective as C
+from habitat_trace.scale import dp_host as H
 from habitat_trace.scale.crossarch import dram_efficiency
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.params import COMM_DTYPE, Params
 from habitat_trace.scale.units import fsdp_units
 
-DDP, FSDP = "ddp", "fsdp"
-STRATEGIES = (DDP, FSDP)
+# FSDP is FSDP2 (torch.distributed.fsdp.fully_shard, PyTorch's FSDP since 2.4); FSDP1 the FullyShardedDataParallel
+# wrapper. Both shard alike on the GPU; FSDP2's per-module Python hooks cost the host more (scale/dp_host.py).
+DDP, FSDP, FSDP1 = "ddp", "fsdp", "fsdp1"
+STRATEGIES = (DDP, FSDP, FSDP1)
 # DistributedDataParallel(bucket_cap_mb=25): bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)
 # (torch/nn/parallel/distributed.py); the first bucket's cap is reducer.hpp's kDefaultFirstBucketBytes = 1 MiB
 # (dist._DEFAULT_FIRST_BUCKET_BYTES), used by Reducer::rebuild_buckets after the first iteration.
 DEFAULT_BUCKET_MB, FIRST_BUCKET_MB = 25.0, 1.0
 MIB = 1024 * 1024
 WRAPS = ("blocks", "none")  # FSDP units: repeated blocks + the root (scale/units.py), or one unit (no auto-wrap)
-# Contention: share of the SMs a collective takes from the compute it overlaps (NCCL runs one CTA per channel on
-# an SM). Assumed 0: compute kernels keep their one-GPU time under overlap. An upper bound is channels / SMs
-# (16-32 channels of an H100's 132 SMs); how much a kernel loses depends on what bounds it, so this stays a
-# what-if (ScaleOut.comm_sm_share) until the 2-GPU measurement calibrates it.
-COMM_SM_SHARE = 0.0
+# Contention: NCCL runs one CTA per channel, each on an SM of its own, for as long as its kernel runs (spinning
+# while it waits for the peers, moving data once they are there: NVIDIA/nccl src/device/common.h, one block per
+# channel). A compute kernel overlapping a collective runs on the other SMs, as on a green context of SMs - channels
+# (timeline/scaleout.py ``contend``, with the within-chip law validated for fewer SMs: docs/accuracy.md). None:
+# the channels NCCL uses on the topology's link (collective.nccl_channels); 0: no contention (a what-if).
 # The shortest elementwise kernel: the DDP mul_out/copy kernels of the public A100 DDP trace (HTA's a100_nccl)
 # take 1.4-1.6 µs at p0-p10 for 1000-element tensors; launch and drain do not shrink with the bytes.
 KERNEL_FLOOR_NS = 1500
@@ -47,7 +50,8 @@ DDP_PASS_BYTES = 2
 FSDP_PASS_BYTES = 4
 DTYPE_ALIASES = {"fp32": "float", "float32": "float", "bf16": "c10::BFloat16", "bfloat16": "c10::BFloat16",
                  "fp16": "c10::Half", "float16": "c10::Half", "half": "c10::Half"}
-ROLES = ("compute", "comm", "unshard", "reduce")  # streams: DDP's one NCCL stream; FSDP's all-gather, reduce
+ROLES = ("compute", "comm", "unshard", "reduce")
+HOST_COLUMNS = ("step", "at_ns", "host_u", "label")  # streams: DDP's one NCCL stream; FSDP's all-gather, reduce
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ class ScaleOut:
     algorithm: Optional[str] = None  # "RING" | "TREE"
     protocol: Optional[str] = None  # "LL" | "LL128" | "SIMPLE"
     fsdp_wrap: str = "blocks"
-    comm_sm_share: float = COMM_SM_SHARE
+    nccl_channels: Optional[int] = None
 
     def __post_init__(self) -> None:
         checks = [
@@ -83,7 +87,8 @@ class ScaleOut:
             (self.algorithm in (None, "RING", "TREE"), f"algorithm {self.algorithm!r}: RING or TREE"),
             (self.protocol in (None, *C.PROTOCOLS), f"protocol {self.protocol!r}: one of {', '.join(C.PROTOCOLS)}"),
             (self.fsdp_wrap in WRAPS, f"fsdp wrap {self.fsdp_wrap!r}: one of {', '.join(WRAPS)}"),
-            (0.0 <= self.comm_sm_share < 1.0, "comm SM share must be in [0, 1)"),
+            (self.nccl_channels is None or (isinstance(self.nccl_channels, int) and self.nccl_channels >= 0),
+             f"NCCL channels {self.nccl_channels!r}: give a count >= 0"),
         ]
         bad = [why for ok, why in checks if not ok]
         if bad:
@@ -94,7 +99,8 @@ class ScaleOut:
 class Plan:
     """``kernels``: step, role, name, cat, launch_ns, after_ns (-1: none), dur_ns, collective, nbytes, dtype,
     algorithm, protocol, label. ``waits``: step, at_ns, role (the compute stream waits there for what ``role``
-    launched before). ``optimizer_factor``: on the optimizer kernels' durations."""
+    launched before). ``host``: step, at_ns, host_u, label (CPU work from origin time at_ns on, in units of the
+    trace's trivial-op time u). ``optimizer_factor``: on the optimizer kernels' durations."""
 
     scaleout: ScaleOut
     target: GpuSpec
@@ -103,6 +109,7 @@ class Plan:
     waits: pd.DataFrame
     optimizer_factor: float = 1.0
     warnings: tuple[str, ...] = ()
+    host: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(HOST_COLUMNS)))
 
 
 def deployed(target: GpuSpec, so: ScaleOut) -> tuple[GpuSpec, C.Topology]:
@@ -170,6 +177,7 @@ class _Rows:
         self.so, self.topo, self.target = so, topo, target
         self.kernels: list[dict[str, Any]] = []
         self.waits: list[dict[str, Any]] = []
+        self.host: list[dict[str, Any]] = []
 
     def collective(self, step: int, role: str, coll: str, nbytes: float, dtype: str, launch: int, after: int,
                    label: str) -> None:
@@ -188,17 +196,24 @@ class _Rows:
     def wait(self, step: int, at: int, role: str) -> None:
         self.waits.append(dict(step=step, at_ns=int(at), role=role))
 
-    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def hook(self, step: int, at: int, u: float, label: str) -> None:
+        """Host work of ``u`` trivial-op units from origin time ``at`` on (FSDP2's hooks)."""
+        if u > 0:
+            self.host.append(dict(step=step, at_ns=int(at), host_u=float(u), label=label))
+
+    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         k = pd.DataFrame(self.kernels, columns=["step", "role", "name", "cat", "launch_ns", "after_ns", "dur_ns",
                                                 "collective", "nbytes", "dtype", "algorithm", "protocol", "label"])
         w = pd.DataFrame(self.waits, columns=["step", "at_ns", "role"])
-        return k, w
+        h = pd.DataFrame(self.host, columns=list(HOST_COLUMNS))
+        return k, w, h
 
 
 _KERNEL_NAMES = {C.ALLREDUCE: "AllReduce_Sum", C.ALLGATHER: "AllGather", C.REDUCESCATTER: "ReduceScatter_Sum"}
 DDP_COPY_IN = "vectorized_elementwise_kernel (DDP reducer mul_out into the bucket, synthesized by habitat-trace)"
 DDP_COPY_OUT = "Memcpy DtoD (Device -> Device) (DDP copy_bucket_to_grad, synthesized by habitat-trace)"
 FSDP_FLATTEN = "CatArrayBatchedCopy + div_ (FSDP flat gradient and pre-divide, synthesized by habitat-trace)"
+FSDP2_COPY_OUT = "split_with_sizes_copy (FSDP2 all-gather copy-out, synthesized by habitat-trace)"
 
 
 def plan(tables: Any, params: Params, target: GpuSpec, so: ScaleOut) -> Plan:
@@ -206,7 +221,7 @@ def plan(tables: Any, params: Params, target: GpuSpec, so: ScaleOut) -> Plan:
     spec, topo = deployed(target, so) if so.world_size > 1 else (target, None)
     if topo is None:
         empty = _Rows(so, C.Topology(1, 1, "nvlink", 1.0, float("nan")), spec).frames()
-        return Plan(so, spec, None, empty[0], empty[1])
+        return Plan(so, spec, None, empty[0], empty[1], host=empty[2])
     rows = _Rows(so, topo, spec)
     spans = backward_spans(tables)
     warnings: list[str] = list(params.warnings)
@@ -220,10 +235,12 @@ def plan(tables: Any, params: Params, target: GpuSpec, so: ScaleOut) -> Plan:
             _ddp_step(rows, step, f, end)
         else:
             warnings += _fsdp_step(rows, step, f, start, end)
-    if so.strategy == FSDP:
+            if so.strategy == FSDP:
+                _fsdp2_optimizer(rows, tables, step, len(f))
+    if so.strategy != DDP:
         factor = 1.0 / so.world_size
-    kernels, waits = rows.frames()
-    return Plan(so, spec, topo, kernels, waits, factor, tuple(dict.fromkeys(warnings)))
+    kernels, waits, host = rows.frames()
+    return Plan(so, spec, topo, kernels, waits, factor, tuple(dict.fromkeys(warnings)), host)
 
 
 def backward_spans(tables: Any) -> pd.DataFrame:
@@ -239,32 +256,39 @@ def backward_spans(tables: Any) -> pd.DataFrame:
 
 def _ddp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_end: int) -> None:
     """DDP: a mul_out copy per gradient as it is ready, an all-reduce per bucket once all of its gradients (and every
-    earlier bucket) are, the compute stream waiting for the last at the backward's end, then the copies back."""
+    earlier bucket) are (its issue costs the host dp_host.DDP_BUCKET_U), the compute stream waiting for the last at
+    the backward's end, then the copies back."""
     so = rows.so
     limits = (int(so.first_bucket_mb * MIB), int(so.bucket_mb * MIB))
     ready = f["ready_ns"].to_numpy()
     nbytes, dtypes = f["nbytes"].to_numpy(), f["dtype"].to_numpy()
     for i in range(len(f)):
+        rows.hook(step, int(ready[i]), H.DDP_GRAD_U, f"DDP hook of grad {i}")
         rows.copy(step, DDP_COPY_IN, "kernel", DDP_PASS_BYTES * nbytes[i], int(ready[i]) + 1, f"grad {i} into its bucket")
     wire, wire_dtype = _comm_bytes(nbytes, dtypes, so)
     buckets = ddp_buckets(nbytes, dtypes, limits)
     launched = -(1 << 62)
     for b, members in enumerate(buckets):
         launched = max(launched, int(ready[members].max()) + 3)  # DDP reduces buckets in order (next_bucket_)
+        rows.hook(step, launched, H.DDP_BUCKET_U, f"DDP bucket {b + 1} issue")
         rows.collective(step, "comm", C.ALLREDUCE, float(wire[members].sum()), str(wire_dtype[members[0]]), launched,
                         launched - 1, f"DDP bucket {b + 1}/{len(buckets)}: {len(members)} gradients, "
                         f"{wire[members].sum() / MIB:.2f} MiB")
     final = max(bwd_end, launched) + 4  # finalize_backward: the current stream waits for every bucket's work
     rows.wait(step, final, "comm")
     for i in range(len(f)):
+        rows.hook(step, final + 2 + i, H.DDP_COPY_OUT_U, f"DDP copy_bucket_to_grad {i}")
         rows.copy(step, DDP_COPY_OUT, "gpu_memcpy", DDP_PASS_BYTES * nbytes[i], final + 2 + i, f"bucket to grad {i}")
 
 
 def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end: int) -> list[str]:
     """FSDP FULL_SHARD: per unit an all-gather before its forward and before its backward (not the root's: it stays
     unsharded after the forward), a reduce-scatter after its backward; the next unit's backward all-gather prefetched
-    at the previous one's pre-backward (BACKWARD_PRE), at most two all-gathers in flight (limit_all_gathers)."""
+    at the previous one's pre-backward (BACKWARD_PRE), at most two all-gathers in flight (limit_all_gathers). FSDP2
+    also copies each gathered unit out into its parameters on the compute stream (split_with_sizes_copy), and its
+    hooks cost the host (scale/dp_host.py) at the points they run."""
     so = rows.so
+    fsdp2 = so.strategy == FSDP
     sig = list(zip(f["shape"].tolist(), f["dtype"].tolist()))
     units, warnings = fsdp_units(sig, so.fsdp_wrap)
     wire, wire_dtype = _comm_bytes(f["nbytes"].to_numpy(), f["dtype"].to_numpy(), so)
@@ -276,35 +300,80 @@ def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end:
     known = fwd[fwd >= 0]
     f0 = int(known.min()) if len(known) else bwd_start
     dt = str(wire_dtype[0]) if len(wire_dtype) else "float"
+    label = "FSDP2" if fsdp2 else "FSDP1"
+
+    def hook(at: int, kind: str, n: int, what: str) -> None:
+        rows.hook(step, at, H.fsdp_hook_u(kind, n, fsdp2), f"{label} {kind} {what}")
     if len(root):
+        hook(f0 - 14, "pre_forward", len(root), "root")
         rows.collective(step, "unshard", C.ALLGATHER, float(wire[root].sum()), dt, f0 - 12, f0 - 13,
                         f"FSDP root all-gather ({len(root)} params)")
         rows.wait(step, f0 - 11, "unshard")
+        if fsdp2:
+            _copy_out(rows, step, nbytes, root, f0 - 10, "root")
     forward = sorted(units, key=lambda u: -u[0])  # k runs backward: the last unit in k order runs first forward
     starts = [int(fwd[a:b][fwd[a:b] >= 0].min()) if (fwd[a:b] >= 0).any() else f0 for a, b in forward]
     for i, ((a, b), s) in enumerate(zip(forward, starts)):
         # the first all-gathers wait for the previous step's compute (the root's pre-forward makes the all-gather
         # stream wait for the current stream); later ones for the free event of unit i-2 (the rate limiter)
         after = starts[i - 1] - 5 if i >= 2 else f0 - 13
+        if i:  # the previous unit's post-forward reshard runs before this unit's pre-forward
+            hook(s - 6, "post_forward", forward[i - 1][1] - forward[i - 1][0], f"unit {i}")
+        hook(s - 5, "pre_forward", b - a, f"unit {i + 1}")
         rows.collective(step, "unshard", C.ALLGATHER, float(wire[a:b].sum()), dt, s - 4, after,
                         f"FSDP unit {i + 1} forward all-gather ({b - a} params)")
         rows.wait(step, s - 2, "unshard")
+        if fsdp2:
+            _copy_out(rows, step, nbytes, np.arange(a, b), s - 1, f"unit {i + 1}")
+    if forward:
+        hook(bwd_start - 8, "post_forward", forward[-1][1] - forward[-1][0], f"unit {len(forward)}")
+    if len(root):
+        hook(bwd_start - 7, "pre_backward", len(root), "root")
     backward = sorted(units)
     previous = bwd_start - 6  # the root's pre-backward prefetches the first unit of the backward
     for j, (a, b) in enumerate(backward):
         begin = int(ready[a - 1]) if a > 0 else bwd_start
         after = int(ready[backward[j - 2][1] - 1]) + 2 if j >= 2 else -1
         number = len(backward) - j
+        hook(begin - 1 if a > 0 else bwd_start - 5, "pre_backward", b - a, f"unit {number}")
         rows.collective(step, "unshard", C.ALLGATHER, float(wire[a:b].sum()), dt, previous + 5, after,
                         f"FSDP unit {number} backward all-gather ({b - a} params)")
         rows.wait(step, begin + 1, "unshard")
+        if fsdp2:
+            _copy_out(rows, step, nbytes, np.arange(a, b), begin + 2, f"unit {number}")
         previous = begin
+        hook(int(ready[b - 1]) + 1, "post_backward", b - a, f"unit {number}")
         _reduce(rows, step, wire, nbytes, np.arange(a, b), int(ready[b - 1]), dt, f"unit {number}")
     if len(root):
+        hook(int(ready[root].max()) + 1, "post_backward", len(root), "root")
         _reduce(rows, step, wire, nbytes, root, int(ready[root].max()), dt, "root")
     last = int(ready.max()) if len(ready) else bwd_end
+    if fsdp2:
+        rows.hook(step, max(bwd_end, last) + 7, H.FSDP2_ROOT_CALLBACK_U, "FSDP2 root post-backward callback")
     rows.wait(step, max(bwd_end, last) + 8, "reduce")
     return warnings
+
+
+def _copy_out(rows: _Rows, step: int, nbytes: np.ndarray, members: np.ndarray, at: int, what: str) -> None:
+    """FSDP2's all-gather copy-out: the gathered buffer split into the unit's unsharded parameters (a read and a
+    write of every byte: torch.ops.fsdp.split_with_sizes_copy, _fsdp_collectives.foreach_all_gather_copy_out)."""
+    rows.copy(step, FSDP2_COPY_OUT, "kernel", 2.0 * float(nbytes[members].sum()), at, f"FSDP2 {what} copy-out")
+
+
+def _fsdp2_optimizer(rows: _Rows, tables: Any, step: int, nparams: int) -> None:
+    """The optimizer's step over DTensor parameters (scale/dp_host.py): at the step's Optimizer.step, priced by the
+    foreach ops the one-GPU step runs there (1 where it runs none: a per-parameter loop)."""
+    from habitat_trace.ingest import schema as S
+
+    ops = tables.ops
+    in_step = ops[S.STEP].to_numpy() == step
+    opt = np.flatnonzero(in_step & ops[S.NAME].str.startswith("Optimizer.step").to_numpy())
+    if not len(opt):
+        return
+    start, end = int(ops[S.TS].iat[opt[0]]), int(ops[S.END].iat[opt[0]])
+    inside = in_step & (ops[S.TS].to_numpy() >= start) & (ops[S.END].to_numpy() <= end)
+    foreach = int((inside & ops[S.NAME].str.startswith("aten::_foreach_").to_numpy()).sum())
+    rows.hook(step, start, H.fsdp2_optimizer_u(nparams, foreach), f"FSDP2 optimizer over {nparams} DTensors")
 
 
 def _reduce(rows: _Rows, step: int, wire: np.ndarray, nbytes: np.ndarray, members: np.ndarray, at: int, dtype: str,

@@ -4,7 +4,7 @@ Units are in the field names. Tensor peaks are dense (no 2:4 sparsity), FP32-acc
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Optional
 
 # GFXIP major.minor an AMD device reports as computeMajor/computeMinor, per LLVM target (ROCm docs, "AMD GPU
@@ -108,3 +108,13 @@ class GpuSpec:
         """Dense tensor-core peak of ``tensor_pipe(dtype)``; the FP32 CUDA-core peak when that is "fp32"."""
         pipe = self.tensor_pipe(dtype)
         return self.fp32_tflops if pipe == "fp32" else float(self.tensor_tflops[pipe])
+
+    def with_sms(self, sms: int) -> "GpuSpec":
+        """This GPU with ``sms`` SMs (a green context, or the SMs a collective leaves): the compute peaks scaled by
+        the SM count, as specs.py scales a what-if entry's (peak FLOP/s = SMs x FLOP/clk/SM x clock); memory
+        bandwidth, L2 and clocks unchanged."""
+        f = float(sms) / float(self.sms)
+        extra = {k: (float(v) * f if k == "fp64_tflops" and isinstance(v, (int, float)) else v)
+                 for k, v in self.extra.items()}
+        return replace(self, sms=int(sms), fp32_tflops=self.fp32_tflops * f, extra=extra,
+                       tensor_tflops={k: float(v) * f for k, v in self.tensor_tflops.items()})

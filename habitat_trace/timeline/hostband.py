@@ -12,6 +12,7 @@ origin's and the targets' ranges come from one band. ``value_range`` is the same
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from statistics import NormalDist
 from typing import Optional
 
 import numpy as np
@@ -55,6 +56,22 @@ def host_band(clock: CpuClock, evidence: Optional[overhead.Evidence], measured: 
         slow_clock = replace(clock, at_ns=empty, cum_ns=empty)
     return HostBand(replace(clock, speed=clock.speed / fast), slow_clock, fast, slow,
                     "measured" if measured else "model")
+
+
+def slowest_of(band: HostBand, ranks: int) -> HostBand:
+    """The band of a step that waits for the slowest of ``ranks`` hosts (a data-parallel step: every collective
+    waits for the last rank): each rank's pace an independent draw from the band's distribution, lognormal with the
+    band's factors as its 5% and 95% quantiles (overhead.PACE_QUANTILES), the slow end is the 95% quantile of the
+    largest of ``ranks`` draws, z = Phi^-1(0.95 ** (1 / ranks)) standard deviations up. Independent draws are the
+    widest case (ranks on one host share some of its pace); the fast end stays. One rank: the band itself."""
+    if ranks <= 1 or band.is_point or band.slow_factor <= band.fast_factor:
+        return band
+    z95 = float(NormalDist().inv_cdf(overhead.PACE_QUANTILES[1]))
+    lo, hi = np.log(band.fast_factor), np.log(band.slow_factor)
+    mu, sigma = (lo + hi) / 2.0, (hi - lo) / (2.0 * z95)
+    factor = float(np.exp(mu + NormalDist().inv_cdf(overhead.PACE_QUANTILES[1] ** (1.0 / ranks)) * sigma))
+    slow = replace(band.slow, speed=band.slow.speed * band.slow_factor / factor)
+    return replace(band, slow=slow, slow_factor=factor)
 
 
 def ends_range(fast: float, slow: float, central: float, floor: float = 0.0) -> tuple[float, float]:

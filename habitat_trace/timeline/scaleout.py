@@ -21,6 +21,7 @@ import pandas as pd
 from habitat_trace.errors import UnsupportedTraceError
 from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
+from habitat_trace.scale import collective as C
 from habitat_trace.scale import dataparallel as D
 from habitat_trace.scale.params import COLUMNS, Params, recover
 from habitat_trace.scale.prediction import (COLLECTIVE_SYNTHESIZED, COPY_SYNTHESIZED, KernelFacts, Prediction)
@@ -28,14 +29,17 @@ from habitat_trace.timeline.commstream import add_events
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.intervals import covered, union_length
 from habitat_trace.timeline.joint import replay_ranks
+from habitat_trace.timeline.overhead import FALLBACK_UNIT_NS
 from habitat_trace.timeline.replay import Timeline
 
 OPTIMIZER_STEP = "Optimizer.step"  # torch.optim's record_function around every optimizer's step()
-# Host time of each added kernel: the same host's un-profiled median of the op that issues it in the real run
-# (DDP's mul_out is an aten::mul, copy_bucket_to_grad an aten::copy_, FSDP's flat gradient an aten::cat); a
-# collective, and an op this trace never ran, cost one kernel launch (cudaLaunchKernel): a lower bound, since
-# ProcessGroupNCCL's issue path and FSDP's Python hooks are not in a one-GPU trace.
-HOST_ANALOG = {D.DDP_COPY_IN: "aten::mul", D.DDP_COPY_OUT: "aten::copy_", D.FSDP_FLATTEN: "aten::cat"}
+# Host time of each added kernel that no fitted host cost covers (scale/dp_host.py): the same host's un-profiled
+# median of the op that issues it in the real run (FSDP1's flat gradient is an aten::cat); a collective, and an op
+# this trace never ran, cost one kernel launch (cudaLaunchKernel) on top of the plan's host rows.
+HOST_ANALOG = {D.FSDP_FLATTEN: "aten::cat"}
+# Kernels whose issue is inside a host cost the plan prices (scale/dp_host.py: DDP's hook per gradient and its
+# copy_bucket_to_grad, FSDP2's copy-out in its pre-forward/backward hooks): no launch of their own
+IN_HOOK = (D.DDP_COPY_IN, D.DDP_COPY_OUT, D.FSDP2_COPY_OUT)
 LAUNCH_CALL = "cudaLaunchKernel"
 EMPTY_PARAMS = Params(pd.DataFrame(columns=list(COLUMNS)), "", ())
 
@@ -96,26 +100,82 @@ def synthesize(tables: Any, prediction: Prediction, so: D.ScaleOut, params: Opti
 
 
 def scale_out(tables: Any, prediction: Prediction, so: D.ScaleOut, clock: Optional[CpuClock] = None,
-              params: Optional[Params] = None) -> ScaledOut:
+              params: Optional[Params] = None, unit_ns: float = FALLBACK_UNIT_NS,
+              worst_contention: bool = False, host_work: bool = True,
+              prepared: Optional["Prepared"] = None) -> ScaledOut:
     """The per-rank step of ``so`` replayed on ``clock`` (the target host's, pipeline.host_clock; None: the recorded
-    CPU times), as a run of one rank. With ``so.comm_sm_share`` > 0 the compute kernels a collective overlaps are
-    slowed (``contend``) and the step replayed once more."""
-    syn = synthesize(tables, prediction, so, params)
+    CPU times), as a run of one rank. The compute kernels a collective overlaps are then slowed for the SMs its
+    channels hold (``contend``) and the step replayed once more. ``worst_contention`` (the slow end of a range):
+    every compute kernel from the step's first collective on is slowed as if one overlapped it throughout: a rank
+    that waits for a later one holds its collective's SMs for the wait, which a run of one rank cannot show.
+    ``host_work`` False: the added kernels cost the host nothing (explain's split of the step). ``prepared``: what
+    does not depend on the clock (``prepare``), shared by the replays of one scale-out on several clocks."""
+    prep = prepared or prepare(tables, prediction, so, params)
+    syn = prep.synthesized
     clock = clock or CpuClock.identity()
-    if so.world_size > 1:
-        clock = clock.delayed(*host_delays(syn, clock))
+    if so.world_size > 1 and host_work:
+        clock = clock.delayed(*host_delays(syn, clock, unit_ns))
     joint = replay_ranks([syn.tables], [syn.prediction], [clock])
-    if so.world_size > 1 and so.comm_sm_share > 0:
-        syn = replace(syn, prediction=contend(syn, joint.timelines[0], so.comm_sm_share))
+    if prep.channels > 0:
+        syn = replace(syn, prediction=contend(syn, joint.timelines[0], prep.slowdown, worst_contention))
         joint = replay_ranks([syn.tables], [syn.prediction], [clock])
     return ScaledOut(syn, joint.timelines[0], joint.clocks[0] or clock)
 
 
-def host_delays(syn: Synthesized, clock: CpuClock) -> tuple[np.ndarray, np.ndarray]:
-    """(origin CPU time, host ns) of every added kernel's issue (HOST_ANALOG), for CpuClock.delayed."""
+@dataclass
+class Prepared:
+    """A scale-out's synthesized rank and, computed on first use, its kernels' slowdown on the SMs the collectives
+    leave: the parts of ``scale_out`` that no host clock changes."""
+
+    tables: Any
+    prediction: Prediction
+    synthesized: Synthesized
+    channels: int
+    _slowdown: Optional[np.ndarray] = None
+
+    @property
+    def slowdown(self) -> np.ndarray:
+        if self._slowdown is None:
+            self._slowdown = slowdown_fewer_sms(self.tables, self.prediction, self.synthesized.tables, self.channels)
+        return self._slowdown
+
+
+def prepare(tables: Any, prediction: Prediction, so: D.ScaleOut, params: Optional[Params] = None) -> Prepared:
+    """``synthesize`` once, for every clock a scale-out is replayed on."""
+    syn = synthesize(tables, prediction, so, params)
+    return Prepared(tables, prediction, syn, channels_of(syn.plan))
+
+
+def channels_of(plan: D.Plan) -> int:
+    """The SMs the plan's collectives hold while they run: the scale-out's ``nccl_channels``, or NCCL's count on the
+    plan's topology (scale/collective.nccl_channels); 0 without collectives."""
+    if plan.topology is None or not len(plan.kernels) or not (plan.kernels["collective"] != "").any():
+        return 0
+    so = plan.scaleout
+    return int(so.nccl_channels) if so.nccl_channels is not None else C.nccl_channels(plan.topology)
+
+
+def slowdown_fewer_sms(tables: Any, prediction: Prediction, synthesized: Any, channels: int) -> np.ndarray:
+    """Per row of ``synthesized.gpu``: how much slower its kernel runs on the target with ``channels`` fewer SMs (at
+    least one left), by the engine's laws from the same origin (>= 1; 1 for the rows the scale-out added)."""
+    from habitat_trace.scale.engine import predict
+
+    target = prediction.target
+    # both by the law (on the target itself the engine keeps the recorded times): the ratio is the law's alone
+    law = replace(target, extra={**target.extra, "habitat_contention": channels})
+    full = predict(tables, prediction.origin, law).dur_ns
+    fewer = predict(tables, prediction.origin, law.with_sms(max(int(target.sms) - int(channels), 1))).dur_ns
+    ratio = np.maximum(fewer / np.maximum(full, 1).astype(np.float64), 1.0)
+    at = pd.Index(tables.gpu[S.EVENT].to_numpy()).get_indexer(synthesized.gpu[S.EVENT].to_numpy())
+    return np.where(at >= 0, ratio[np.maximum(at, 0)], 1.0)
+
+
+def host_delays(syn: Synthesized, clock: CpuClock, unit_ns: float = FALLBACK_UNIT_NS) -> tuple[np.ndarray, np.ndarray]:
+    """(origin CPU time, host ns) of every added kernel's issue (HOST_ANALOG) and of the plan's host work (FSDP2's
+    hooks: ``host_u`` trivial-op units of ``unit_ns`` each, at the clock's speed), for CpuClock.delayed."""
     t = syn.tables
-    k = syn.plan.kernels
-    if not len(k):
+    k, h = syn.plan.kernels, syn.plan.host
+    if not len(k) and not len(h):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
 
     def median(df: pd.DataFrame, name: str) -> float:
@@ -127,20 +187,30 @@ def host_delays(syn: Synthesized, clock: CpuClock) -> tuple[np.ndarray, np.ndarr
     launch = median(t.calls, LAUNCH_CALL)
     launch = 0.0 if np.isnan(launch) else launch
     cost = {name: median(t.ops, op) for name, op in HOST_ANALOG.items()}
-    ns = np.array([launch if np.isnan(cost.get(n, np.nan)) else cost[n] for n in k["name"]], dtype=np.float64)
-    return k["launch_ns"].to_numpy().astype(np.int64), np.maximum(np.rint(ns), 0).astype(np.int64)
+    ns = np.array([0.0 if n in IN_HOOK else launch if np.isnan(cost.get(n, np.nan)) else cost[n]
+                   for n in k["name"]], dtype=np.float64)
+    hook_ns = h["host_u"].to_numpy(dtype=np.float64) * float(unit_ns) / clock.speed
+    at = np.concatenate((k["launch_ns"].to_numpy().astype(np.int64), h["at_ns"].to_numpy().astype(np.int64)))
+    return at, np.maximum(np.rint(np.concatenate((ns, hook_ns))), 0).astype(np.int64)
 
 
-def contend(syn: Synthesized, timeline: Timeline, share: float) -> Prediction:
-    """The prediction with every compute kernel stretched for the part of it a collective overlaps on ``timeline``,
-    as if it kept 1 - ``share`` of the SMs there: new = dur x (1 + overlap x share / (1 - share))."""
+def contend(syn: Synthesized, timeline: Timeline, slowdown: np.ndarray, worst: bool = False) -> Prediction:
+    """The prediction with every compute kernel slowed for the part of it a collective overlaps on ``timeline``:
+    there it runs as on the target with the collective's channels fewer SMs (``slowdown`` per row: that time over
+    its time on all SMs, slowdown_fewer_sms): new = dur x (1 + overlap share x (slowdown - 1)). ``worst``: every
+    compute kernel that starts after its step's first collective counts as overlapped throughout."""
     p, gpu = syn.prediction, syn.tables.gpu
     coll = np.zeros(len(gpu), dtype=bool)
     coll[syn.added] = p.method[syn.added] == COLLECTIVE_SYNTHESIZED
     s, e = timeline.gpu_start_ns, timeline.gpu_end_ns
     overlap = covered(s[coll], e[coll], s, e).astype(np.float64)
-    frac = np.where(coll | (e <= s), 0.0, overlap / np.maximum(e - s, 1))
-    stretched = np.rint(p.dur_ns * (1.0 + np.minimum(frac, 1.0) * share / (1.0 - share))).astype(np.int64)
+    frac = np.where(coll | (e <= s), 0.0, np.minimum(overlap / np.maximum(e - s, 1), 1.0))
+    if worst and coll.any():
+        step = gpu[S.STEP].to_numpy()
+        first = pd.Series(s[coll]).groupby(step[coll]).min()
+        since = first.reindex(step).to_numpy()
+        frac = np.where(~coll & np.isfinite(since) & (s >= np.nan_to_num(since, nan=np.inf)), 1.0, frac)
+    stretched = np.rint(p.dur_ns * (1.0 + frac * (np.asarray(slowdown, dtype=np.float64) - 1.0))).astype(np.int64)
     return replace(p, dur_ns=np.maximum(stretched, p.dur_ns))
 
 

@@ -1,0 +1,59 @@
+"""The host work data parallelism adds to a step that a one-GPU trace cannot show, in the trace's own host units.
+
+Contract: ``fsdp_hook_u(kind, nparams, fsdp2) -> float`` and ``fsdp2_optimizer_u(nparams, foreach_ops) -> float``: the
+CPU time FSDP2 (``torch.distributed.fsdp.fully_shard``) spends in one of its per-module hooks, or stepping the
+optimizer over DTensor parameters; the same for FSDP1's hooks; DDP_* what DDP's reducer spends per gradient and
+issuing a bucket's all-reduce; in units of u, the trace's trivial-op time (timeline/overhead.py: the 10th
+percentile of recorded trivial ops, as_strided-equivalent): a host twice as slow at dispatching ops is twice as
+slow at FSDP2's Python hooks. timeline/scaleout.py multiplies by the trace's u and lays the time on the host clock.
+
+Where the numbers come from. FSDP2 brackets every unit's work in record_functions (FSDP::pre_forward,
+FSDP::post_forward, FSDP::pre_backward, RegisterPostBackwardFunctionBackward around FSDP::post_backward_*,
+FSDP::root_post_backward_callback; torch/distributed/fsdp/_fully_shard/_fsdp_state.py and _fsdp_param_group.py,
+torch 2.11), so their durations are measured in every rank trace. benchmarks/scaleout_fit.py reads them from the
+FSDP2 rank traces collected by benchmarks/collect/collect_distributed.py (8 workloads, 2 and 4 ranks, two H100
+hosts, 2026-11-26), takes out the profiler's own overhead inside each hook (timeline/overhead.py's per-op costs),
+divides by the trace's u and fits cost = a + b x (parameters of the unit) per hook by least squares (the
+parameter count is the length of the unit's fsdp::all_gather_copy_in / fsdp::chunk_cat tensor list): one
+all-gather or reduce-scatter per unit (a), and a view, a DTensor or a copy per parameter (b). The optimizer's
+extra time is DTensor dispatch per parameter per foreach op (torch/distributed/tensor/_dispatch.py runs sharding
+propagation for every tensor of a list op). DDP's bucket: every c10d::allreduce_ of the DDP rank traces, the same
+way. Each coefficient refitted without each workload: benchmarks/results/scaleout/fit.md.
+"""
+from __future__ import annotations
+
+# (a, b) per hook, in u: a per unit, b per parameter of the unit (benchmarks/results/scaleout/fit.md)
+FSDP2_HOOK_U = {
+    "pre_forward": (1792.0, 103.2),  # all-gather copy-in, the all-gather, copy-out into the unsharded parameters
+    "post_forward": (227.0, 0.0),  # reshard: the sharded parameters set back
+    "pre_backward": (1185.0, 102.5),  # the backward all-gather (and the prefetch of the next unit's)
+    "post_backward": (1139.0, 126.8),  # gradients: chunk_cat, reduce-scatter, sharded DTensor gradients
+}
+# Once per step: the root's post-backward callback (waits queued, gradients finalized), the median over workloads
+FSDP2_ROOT_CALLBACK_U = 2903.0
+# The optimizer over DTensor parameters: per parameter per foreach op of the step (AdamW 9 foreach ops: ~135 u a
+# parameter; SGD with momentum 3: ~45 u)
+FSDP2_OPTIMIZER_U_PER_PARAM_OP = 14.9
+# DDP: issuing one bucket's all-reduce from the reducer's autograd hook (c10d::allreduce_: record_param_comms, the
+# NCCL launch and the event record/wait between the streams), per bucket, the median over workloads
+DDP_BUCKET_U = 318.0
+# DDP's reducer hook on each gradient (the AccumulateGrad node: mark_variable_ready and mul_out into the bucket,
+# the one-GPU node's own cost, ~0 u, left in the trace) and copy_bucket_to_grad after the last bucket, per gradient
+DDP_GRAD_U = 27.0
+DDP_COPY_OUT_U = 11.0
+# FSDP1 (FullyShardedDataParallel): per unit, its record_functions _pre_forward, _post_forward, _pre_backward_hook
+# (with the next unit's prefetch) and _post_backward_hook, the rate limiter's wait (limit_all_gathers) taken out;
+# FSDP1 flattens a unit's parameters into one FlatParameter, so no per-parameter term
+FSDP1_HOOK_U = {"pre_forward": (1606.0, 0.0), "post_forward": (482.0, 0.0), "pre_backward": (1050.0, 0.0),
+                "post_backward": (1574.0, 0.0)}
+
+
+def fsdp_hook_u(kind: str, nparams: int, fsdp2: bool = True) -> float:
+    """u one FSDP2 (or FSDP1) hook of ``kind`` (FSDP2_HOOK_U's keys) costs for a unit of ``nparams`` parameters."""
+    a, b = (FSDP2_HOOK_U if fsdp2 else FSDP1_HOOK_U)[kind]
+    return a + b * max(int(nparams), 0)
+
+
+def fsdp2_optimizer_u(nparams: int, foreach_ops: int) -> float:
+    """u the optimizer's step over ``nparams`` DTensor parameters adds, with ``foreach_ops`` foreach ops a step."""
+    return FSDP2_OPTIMIZER_U_PER_PARAM_OP * max(int(nparams), 0) * max(int(foreach_ops), 1)
