@@ -41,6 +41,15 @@ Where the target does more math per SM-clock than the origin that is far too slo
 and an H100's TF32 GEMMs 1.2x faster on a B200 (twice the tensor rate per SM-clock) where the rates say 2.2x
 (docs/accuracy.md "Blackwell"). Convolution and attention kernels keep the soft overlap (chosen on the timm dev split,
 where eager convolutions run at a quarter of the H100's peak and are not tile-bound).
+Which GPU runs that work in series is a property of its pipe (rates.serial_pipes: CUDA cores with 32 FP32 lanes per
+single-dispatch scheduler, Hopper/Blackwell tensor cores). On a GPU whose pipe is serial, the time beyond the rate is
+that in-series work, and on a target whose pipe is not, it overlaps the math there: such a GEMM (serial origin pipe,
+non-serial target pipe: an H100's GEMMs on a V100, T4, A100 or GeForce tensor cores) keeps the soft overlap. Every
+other GEMM adds: on a non-serial origin the time beyond the rate is not issue or pipeline work (the GPU overlaps
+those) but what keeps the GEMM under its rate everywhere (tiles, occupancy, short K), in series on any target.
+Adding it from an H100 to those GPUs had cost NeuSight's FP32 dev cells 9.3% -> 10.6% and timm's RTX 3090 8.1% ->
+8.5% (predicted slower); the split keeps the GEMM kernels' and Blackwell's gain without that cost (the choice, with
+one GPU and one model family left out: benchmarks/results/gemm_rule_choice.md).
 
 L2 (the issue's "L2 decides what reaches DRAM"): a kernel whose working set (its op's bytes) fits in a GPU's L2 is
 served from there: r_g = 1 / (1 + (bytes / (L2_SHARE · L2_g))^4), a smooth step at half the L2 (on A100 and H100
@@ -102,7 +111,7 @@ class Work:
 @dataclass(frozen=True)
 class Parts:
     """The origin's time split by the law (ns per kernel): compute, DRAM, latency, and where latency adds to compute
-    (GEMMs with recorded shapes) instead of overlapping it."""
+    (GEMMs with recorded shapes, module doc) instead of overlapping it."""
 
     compute: np.ndarray
     dram: np.ndarray
@@ -145,7 +154,7 @@ def predict_ns(work: Work, ro: Rates, rt: Rates) -> tuple[np.ndarray, Parts]:
     # the op's cost says more than was measured: shrink compute and DRAM time together until they fit
     fit = np.minimum(1.0, t_o / np.maximum(_norm(c_o, m_o), 1e-9))
     c_o, m_o, c_t, m_t = c_o * fit, m_o * fit, c_t * fit, m_t * fit
-    additive = gemm_with_shapes(work)
+    additive = gemm_with_shapes(work) & (in_series(rt, work.pipe_target) | ~in_series(ro, work.pipe))
     soft = np.maximum(t_o ** P - c_o ** P - m_o ** P, 0.0) ** (1 / P)
     l_o = np.where(additive, np.maximum(np.maximum(t_o ** P - m_o ** P, 0.0) ** (1 / P) - c_o, 0.0), soft)
     l_t = l_o * ro.sm_ghz / rt.sm_ghz
@@ -157,9 +166,15 @@ def predict_ns(work: Work, ro: Rates, rt: Rates) -> tuple[np.ndarray, Parts]:
 
 
 def gemm_with_shapes(work: Work) -> np.ndarray:
-    """GEMM kernels whose op recorded its shapes (output tiles known, FLOPs > 0): their latency adds (module doc)."""
+    """GEMM kernels whose op recorded its shapes (output tiles known, FLOPs > 0): their latency adds, unless the
+    origin's pipe is serial and the target's is not (module doc)."""
     flops = np.nan_to_num(np.asarray(work.flops, float))
     return np.isfinite(np.asarray(work.tiles, float)) & (flops > 0)
+
+
+def in_series(r: Rates, pipes: np.ndarray) -> np.ndarray:
+    """Per kernel: does the GPU of ``r`` run a GEMM's work beyond its math in series on that pipe (rates.serial_pipes)."""
+    return np.isin(np.asarray(pipes, dtype=object), list(r.serial_pipes))
 
 
 def l2_resident(nbytes: np.ndarray, r: Rates) -> np.ndarray:

@@ -19,8 +19,25 @@ limit: its fraction of the datasheet peak, phi, says how far the limit holds the
   catalog median of the same class (TENSOR_SUSTAINED_FRACTION; GeForce cards their own): a GPU that reaches the
   typical fraction is taken to hold its boost clock, one below it to run that much slower. Latency- and issue-bound
   work moves with it (crossarch.py).
+- and never above the clock its datasheet tensor peaks are quoted at (``tensor_clock_mhz_implied``: Hopper and
+  data-center Blackwell, whose FP32 peak is quoted at the boost clock and whose tensor peaks at a lower one, e.g. the
+  H100 SXM's 989.4 TFLOP/s = 132 SMs x 4,096 FLOP x 1.83 GHz against 1.98 GHz): NVIDIA rates those boards' tensor
+  math at the clock their power limit holds under it, and a training or inference step is that load.
 A what-if entry that lowers a GPU's power limit (``base`` + a smaller ``tdp_w``, scale/specs.py) lowers its clock by
 (P_new / P_base)^(1/3), the same law, so a lower limit is never faster (tests/test_crossarch.py).
+
+GEMM work in series (issue 32; ``Rates.serial_pipes``, read by crossarch.py): the pipes on which what a GEMM does
+beyond its math cannot overlap the math on this GPU.
+- CUDA cores: where one scheduler dispatches one instruction per clock to 32 FP32 lanes (GA10x, Ada, Hopper,
+  Blackwell: 128 lanes per SM in four partitions, NVIDIA GA102 and H100 whitepapers), an FFMA issues every clock to
+  keep the lanes busy and every other instruction of the loop takes an FFMA's slot (Lai & Seznec, CGO 2013). With 16
+  lanes per scheduler (Volta, Turing, GA100: an FFMA "is performed over two cycles, and the schedulers can issue
+  independent instructions every cycle", NVIDIA Volta tuning guide 4.1.1) or two dispatch units per scheduler
+  (Pascal, GP100 whitepaper) the other instructions issue between the FFMAs.
+- Tensor cores: Hopper's wgmma and Blackwell's tcgen05 (compute capability 9.x and 10.x: 4,096-8,192 dense FLOP per
+  SM-clock, twice to eight times the mma.sync GPUs') run the main loop as an asynchronous TMA/MMA pipeline; a tile's
+  pipeline fill and epilogue are outside it, in series. On mma.sync GPUs (Volta to Ada, GeForce Blackwell) the warps
+  that issue the MMAs issue that work between them.
 """
 from __future__ import annotations
 
@@ -51,6 +68,7 @@ class Rates:
     sms: int
     l2_bytes: float
     fallbacks: tuple[str, ...] = ()
+    serial_pipes: frozenset[str] = frozenset()  # pipes whose GEMM work beyond the math runs in series (module doc)
 
     def pipe_tflops(self, pipe: str) -> float:
         """The sustained rate of a pipe: a tensor dtype, else the CUDA cores ("fp32", and AMD's "matrix-fp32")."""
@@ -89,7 +107,23 @@ def rates(spec: GpuSpec) -> Rates:
         missing.append("fp32_gemm_sustained_tflops")
         simt = FP32_GEMM_SUSTAINED_FRACTION * spec.fp32_tflops
     return Rates(tensor, simt, _dram_gbs(spec, missing), _clock_mhz(spec, phi, missing), spec.sms,
-                 spec.l2_cache_mib * 2**20, tuple(missing))
+                 spec.l2_cache_mib * 2**20, tuple(missing), serial_pipes(spec))
+
+
+def serial_pipes(spec: GpuSpec) -> frozenset[str]:
+    """The pipes on which a GEMM's work beyond its math runs in series with it (module doc): "fp32" where 32 FP32
+    lanes share one single-dispatch scheduler (compute capability >= 7.0, 128 lanes per SM), the tensor dtypes on
+    Hopper and data-center Blackwell (compute capability 9.x, 10.x)."""
+    if spec.vendor != "nvidia":
+        return frozenset()
+    major = int(str(spec.compute_capability).split(".")[0])
+    # lanes per SM: the catalog's, else what the FP32 peak says (fp32_tflops = sms x lanes x 2 x boost clock)
+    lanes = _number(spec.extra.get("fp32_lanes_per_sm")) or spec.fp32_tflops * 1e6 / (
+        2 * spec.sms * spec.boost_clock_mhz)
+    out = {"fp32"} if major >= 7 and round(lanes) >= 128 else set()
+    if major in (9, 10):
+        out |= set(TENSOR_DTYPES)
+    return frozenset(out)
 
 
 def typical_tensor_fraction(spec: GpuSpec) -> float:
@@ -128,14 +162,15 @@ def _dram_gbs(spec: GpuSpec, missing: list[str]) -> float:
 
 
 def _clock_mhz(spec: GpuSpec, phi: float | None, missing: list[str]) -> float:
-    """The sourced sustained SM clock, else the boost clock held down by the power limit phi shows (module doc)."""
+    """The sourced sustained SM clock, else the boost clock held down by the power limit phi shows, never above the
+    clock the datasheet quotes the tensor peaks at (module doc)."""
     measured = _number(spec.extra.get("sm_clock_sustained_mhz"))
     if measured is not None:
         return measured
     missing.append("sm_clock_sustained_mhz")
-    if phi is None:
-        return spec.boost_clock_mhz
-    return spec.boost_clock_mhz * min(1.0, phi / typical_tensor_fraction(spec))
+    held = spec.boost_clock_mhz if phi is None else spec.boost_clock_mhz * min(1.0, phi / typical_tensor_fraction(spec))
+    tensor_clock = _number(spec.extra.get("tensor_clock_mhz_implied"))
+    return held if tensor_clock is None else min(held, tensor_clock)
 
 
 def _number(v: object) -> float | None:

@@ -46,7 +46,8 @@ SCALED_PEAKS = ("fp32_tflops", *(f"{d}_tensor_tflops" for d in F.TENSOR_DTYPES),
                 "fp4_tensor_tflops", "fp32_gemm_sustained_tflops",
                 *(f"tensor_sustained_tflops_{d}" for d in ("fp16", "bf16", "tf32", "fp8")))
 # Sustained figures that follow one datasheet field's ratio when a what-if entry changes it: (key, field it follows)
-SCALED_WITH = (("sm_clock_sustained_mhz", "boost_clock_mhz"), ("memory_bandwidth_achievable_gbs", "memory_bandwidth_gbs"))
+SCALED_WITH = (("sm_clock_sustained_mhz", "boost_clock_mhz"), ("tensor_clock_mhz_implied", "boost_clock_mhz"),
+               ("memory_bandwidth_achievable_gbs", "memory_bandwidth_gbs"))
 _SEPARATORS = re.compile(r"[\s_\-]+")
 MEMORY_MATCH = 0.05  # a device reports slightly less than the nominal memory (MI250 GCD: 63.98 of 64 GiB)
 
