@@ -281,6 +281,21 @@ def _train_cells() -> tuple[str, str, str, str]:
             f"{_mean_abs(old):.1f}% (wave law)")
 
 
+def _lambda_cells(precision: str) -> Callable[[], tuple[str, str, str, str]]:
+    """Training throughput per sample against Lambda's published dev rows, drift-free (benchmarks/crossarch/
+    lambda_published.py --traces: our H100 recordings of Lambda's steps), per GPU, beside no change (H100 = GPU)."""
+    def cells() -> tuple[str, str, str, str]:
+        rows = [r for r in csv.DictReader((RESULTS / "lambda_published.csv").open()) if r["precision"] == precision]
+        err = [100 * float(r["error"]) for r in rows]
+        short = {r["gpu"]: r["gpu"].split(" ")[0].replace("Quadro", "RTX 8000") for r in rows}
+        per = ", ".join(f"{short[g]} {_mean_abs([e for e, r in zip(err, rows) if r['gpu'] == g]):.1f}"
+                        for g in dict.fromkeys(r["gpu"] for r in rows))
+        none = [100 * (float(r["h100_throughput"]) / float(r["throughput"]) - 1) for r in rows]
+        return (f"{len(rows)} (model, GPU)", f"{_mean_abs(err):.1f}% ({per})", f"{max(map(abs, err)):.1f}%",
+                f"{_mean_abs(none):.1f}% (no change)")
+    return cells
+
+
 def _scaleout_cells() -> tuple[str, str, str, str]:
     """The 2-rank step predicted from the one-GPU trace against the measured one (benchmarks/scaleout_eval.py on the
     2x H100 recording; benchmarks/results/scaleout/h100x2.csv), beside the one-GPU step as the prediction."""
@@ -347,6 +362,12 @@ ACCURACY_ROWS = [
     AccuracyRow("iteration time across generations, fp16 AMP *training* (ResNet50 v1.5 b256, ResNeXt101-32x4d b128), "
                 "from an H100 trace; held out", "A100, V100 (NVIDIA DeepLearningExamples' tables)", _train_cells,
                 f"[training]({ACC}#mixed-precision-training-across-generations-nvidias-published-tables)"),
+    AccuracyRow("training throughput per sample across generations, AMP (Lambda's ResNet50, BERT base/large SQuAD at "
+                "each GPU's batch), from our H100 recordings of the same steps; dev split", "A100, V100, RTX 3090, A6000, "
+                "Quadro RTX 8000, H200, GH200, B200 (Lambda's tables)", _lambda_cells("amp"),
+                f"[Lambda]({ACC}#training-throughput-across-generations-lambdas-published-tables-issue-32)"),
+    AccuracyRow("the same in TF32 (the containers' FP32)", "the same GPUs", _lambda_cells("tf32"),
+                f"[Lambda]({ACC}#training-throughput-across-generations-lambdas-published-tables-issue-32)"),
     AccuracyRow("origin invariance: one model from an H100 and from an H200 trace, difference of the predictions",
                 "RTX 3090, 4090, 5090", _invariance_cells,
                 f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),

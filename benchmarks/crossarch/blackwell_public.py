@@ -1,11 +1,13 @@
 """Public B200 figures against `habitat-trace compare` from our nearest H100 traces (issue 32, part 2).
 
-    python benchmarks/crossarch/blackwell_public.py [--shared ../shared] [--bert-large TRACE] [--no-write]
+    python benchmarks/crossarch/blackwell_public.py [--shared ../shared] [--bert-large TRACE] [--lambda DIR] [--no-write]
 
 Each public figure is a B200-over-H100 speed-up per GPU; the prediction is the ratio of compare's GPU busy time on the
 H100 (the origin row) and on the B200 (and GB200) from the trace named beside it. The traces are small steps in
 bf16/TF32 where MLPerf's LLM runs use FP8 at scale, so each line compares a different step: the table says how far,
 not why. ``--bert-large``: a BERT-large step (the 2x H100 run's one-GPU bert_large_b8_s256_amp, not in ../shared).
+``--lambda DIR``: collect_lambda.py's H100 recordings of Lambda's own steps (lambda_published.py --traces); each Lambda
+figure then uses the step at the H100 row's batch on both GPUs, so per sample is per step.
 Writes benchmarks/results/blackwell_public.md.
 """
 from __future__ import annotations
@@ -20,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from habitat_trace.analysis.compare import compare  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lambda_published import published  # noqa: E402
+from lambda_published import pick, published, recorded  # noqa: E402
 
 LAMBDA = "Lambda, per sample"
 MLPERF = "MLPerf Training v4.1, per GPU"
@@ -35,6 +37,8 @@ FIGURES = (
     ("BERT-base SQuAD AMP", ("bert_base_squad", "amp"), LAMBDA, "bert"),
     ("ResNet50 AMP", ("resnet50", "amp"), LAMBDA, "resnet50"),
     ("BERT-large SQuAD TF32", ("bert_large_squad", "tf32"), LAMBDA, "tf32_mlp"),
+    ("BERT-base SQuAD TF32", ("bert_base_squad", "tf32"), LAMBDA, "lambda only"),
+    ("ResNet50 TF32", ("resnet50", "tf32"), LAMBDA, "lambda only"),
     ("GPT-3 175B pretraining", 2.0, MLPERF, "gpt2"),
     ("Llama 2 70B LoRA fine-tuning", 2.2, MLPERF, "llama"),
     ("Stable Diffusion v2", 1.7, MLPERF, "unet"),
@@ -59,6 +63,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
     ap.add_argument("--bert-large", type=Path, help="an H100 BERT-large training step trace")
+    ap.add_argument("--lambda", dest="lambda_dir", type=Path, help="collect_lambda.py's output folder (H100)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args()
@@ -70,13 +75,17 @@ def main() -> None:
     cache: dict[str, dict[str, float]] = {}
     lam = published(a.shared)
     lam = lam[lam["gpu"] == "B200 192GB"].set_index(["model", "precision"])
+    runs = recorded(a.lambda_dir) if a.lambda_dir is not None else None
     for figure, pub, source, key in FIGURES:
         if isinstance(pub, tuple):
             row = lam.loc[pub]
             figure += f" (b{row['batch']:g} vs b{row['h100_batch']:g})"
+            if runs is not None and (run := pick(runs, *pub, row["h100_batch"])) is not None:
+                key = f"lambda {pub[0]} {pub[1]} b{run['batch']}"
+                traces[key] = (f"Lambda's step on our H100, b{run['batch']}", run["trace"])
             pub = float(row["throughput"] / row["h100_throughput"])
         if key not in traces:
-            out.append(f"| {figure} | {source} | {pub:.2f}x | (no trace: --bert-large) | - | - | - |")
+            out.append(f"| {figure} | {source} | {pub:.2f}x | (no trace: --bert-large or --lambda) | - | - | - |")
             continue
         label, path = traces[key]
         cache.setdefault(key, speedups(path))

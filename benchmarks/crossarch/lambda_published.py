@@ -44,6 +44,7 @@ CATALOG = load_catalog()
 
 MODELS = ("resnet50", "bert_base_squad", "bert_large_squad")
 PRECISION = {"AMP_FP16": "amp", "FP32": "tf32"}
+RECORDED = {"fp32": "tf32"}  # collect_lambda.py's precision names -> the ones above
 H100_ROW = "H100 80GB SXM5"
 # Lambda's GPU names -> the catalog's; GH200 80GB (HBM3) has no catalog entry and is reported as skipped
 GPUS = {"A100 80GB SXM4": "A100 SXM4 80GB", "RTX 3090": "RTX 3090", "RTX A6000": "RTX A6000",
@@ -69,7 +70,9 @@ def recorded(traces: Path) -> pd.DataFrame:
     """collect_lambda.py's runs: model, precision, batch, trace path, measured median ms."""
     rows = [json.loads(x) for x in (traces / "measured.jsonl").read_text().splitlines() if x.strip()]
     rows = [r for r in rows if "error" not in r]
-    return pd.DataFrame([{"model": r["model"], "precision": r["precision"], "batch": int(r["batch"]),
+    # collect_lambda.py names its TF32 runs (allow_tf32 on, as the containers' FP32 default) "fp32"
+    return pd.DataFrame([{"model": r["model"], "precision": RECORDED.get(r["precision"], r["precision"]),
+                          "batch": int(r["batch"]),
                           "trace": traces / f"{r['name']}.pt.trace.json.gz", "measured_ms": r["median_ms"]}
                          for r in rows])
 
@@ -89,7 +92,8 @@ def closest(shared: Path, extra: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _pick(runs: pd.DataFrame, model: str, prec: str, batch: float) -> pd.Series | None:
+def pick(runs: pd.DataFrame, model: str, prec: str, batch: float) -> pd.Series | None:
+    """The recorded run of the largest batch <= ``batch`` (else the smallest) of ``model`` at ``prec``; None if none."""
     r = runs[(runs["model"] == model) & (runs["precision"] == prec)].sort_values("batch")
     if r.empty:
         return None
@@ -104,7 +108,7 @@ def predict(pub: pd.DataFrame, runs: pd.DataFrame, busy: bool) -> pd.DataFrame:
     targets = sorted(pub["catalog"].dropna().unique())
     out = []
     for r in pub.itertuples():
-        run, ref = _pick(runs, r.model, r.precision, r.batch), _pick(runs, r.model, r.precision, r.h100_batch)
+        run, ref = pick(runs, r.model, r.precision, r.batch), pick(runs, r.model, r.precision, r.h100_batch)
         if run is None or ref is None or not isinstance(r.catalog, str):
             continue
         for path in (run["trace"], ref["trace"]):
