@@ -45,7 +45,7 @@ def measured_h100(data: Path) -> dict[str, float]:
 
 def predict_busy_ms(path: Path) -> tuple[float, float, dict]:
     """(origin busy ms, MI100 busy ms, MI100 method shares) per step."""
-    from habitat_trace.analysis.compare import compare
+    from habitat_trace import compare
 
     table = compare(path, [TARGET])
     return (float(table["gpu_busy_ms"].iat[0]), float(table["gpu_busy_ms"].iat[1]),

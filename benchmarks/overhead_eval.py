@@ -7,7 +7,8 @@
    each host-alone fit on the other host's rows (leave-one-host-out) and each fit without a workload on
    that workload (leave-one-workload-out).
 2. band: those held-out predictions as a pace factor rho = un-profiled issue time / (profiled - predicted overhead),
-   leave-one-workload-out and leave-one-host-out pooled; its quantiles are overhead.PACE_FAST / PACE_SLOW. Also the
+   leave-one-workload-out and leave-one-host-out pooled (issue 28's band; since issue 35 the range's factors are the
+   origin rows' own error, benchmarks/range_eval.py). Also the
    loop's own measurement noise (hostband.MEASURED_*) and the profiler's cost per runtime call
    (floors.CUPTI_CALL_MAX_NS). Only the calibration runs enter these; every other set below is scored, never fitted.
 3. origin rows: every trace with ground truth in ../shared/data/traces (incl. its no_record_shapes twins) and
@@ -38,6 +39,7 @@ import numpy as np
 import accuracy as A
 from habitat_trace import pipeline
 from habitat_trace.ingest import load
+from habitat_trace.pipeline.figures import steady
 from habitat_trace.scale.specs import load_catalog
 from habitat_trace.timeline import floors, hostband
 from habitat_trace.timeline import overhead as OH
@@ -143,22 +145,20 @@ def held_out_predictions(rows: list[dict]) -> list[tuple[str, dict, float]]:
 
 
 def report_band(rows: list[dict]) -> None:
-    """The pace factor's quantiles (overhead.PACE_*), the loop's measurement noise (hostband.MEASURED_*) and the
+    """The overhead model's issue-time error as a pace factor (issue 28's band; the range's band is now the origin
+    row's own error, benchmarks/range_eval.py), the loop's measurement noise (hostband.MEASURED_*) and the
     profiler's cost per runtime call (floors.CUPTI_CALL_MAX_NS), re-derived next to the values the modules use."""
     preds = held_out_predictions(rows)
     rho = np.array([r["issue_ms"] / (r["issue_ms"] + r["d_ms"] - p) for _, r, p in preds])
-    lo, hi = np.quantile(rho, OH.PACE_QUANTILES)
     print(f"\nband: rho = un-profiled / (profiled - predicted overhead), {len(rho)} held-out predictions "
-          f"(LOWO + LOHO): quantiles {OH.PACE_QUANTILES} -> {lo:.3f}, {hi:.3f}; module uses "
-          f"{OH.PACE_FAST}, {OH.PACE_SLOW}; median {np.median(rho):.3f}")
+          f"(LOWO + LOHO): 5/50/95% {np.round(np.quantile(rho, [0.05, 0.5, 0.95]), 3)} (issue 28's band; the range's "
+          f"is the origin rows' own error, benchmarks/range_eval.py: {hostband.PACE_FAST}, {hostband.PACE_SLOW})")
     for fold in ("LOWO", "LOHO"):
         f = np.array([x for (fo, _, _), x in zip(preds, rho) if fo == fold])
-        print(f"  {fold}: 5/50/95% {np.round(np.quantile(f, [0.05, 0.5, 0.95]), 3)}, inside the module's band "
-              f"{np.mean((f >= OH.PACE_FAST) & (f <= OH.PACE_SLOW)) * 100:.0f}%")
+        print(f"  {fold}: 5/50/95% {np.round(np.quantile(f, [0.05, 0.5, 0.95]), 3)}")
     for v in FIT_VARIANTS:
         f = np.array([x for (_, r, _), x in zip(preds, rho) if r["variant"] == v])
-        print(f"  {v:11s} median |host error| {np.median(np.abs(1 / f - 1)) * 100:4.1f}%, inside the band "
-              f"{np.mean((f >= OH.PACE_FAST) & (f <= OH.PACE_SLOW)) * 100:.0f}%")
+        print(f"  {v:11s} median |host error| {np.median(np.abs(1 / f - 1)) * 100:4.1f}%")
     noise = []
     calls = []
     for path in sorted(RESULTS.glob("*_overhead.jsonl")):
@@ -222,11 +222,15 @@ def origin_row(catalog: object, label: str, trace: object, r: dict) -> dict:
     origin = catalog.for_device(trace.device_name)  # type: ignore[attr-defined]
     central, lo, hi, source = ranged(catalog, trace, origin, origin, pipeline.Host())
     est = OH.estimate(trace, one_clock=True)
-    span = trace.steps["dur_ns"].to_numpy()  # type: ignore[attr-defined]
+    fig = step_figures(trace.steps, trace.gpu).table  # type: ignore[attr-defined]
+    keep = steady(fig["number"].to_numpy())  # without ProfilerSteps: the whole trace, its GPU span (figures.py)
+    span = fig["cpu_ns" if len(trace.steps) else "gpu_span_ns"].to_numpy()[keep]  # type: ignore[attr-defined]
+    share = est.per_step_ns[keep] / span if len(trace.steps) else np.zeros(1)  # type: ignore[attr-defined]
     row = dict(set=label, option=recording(trace, est.evidence), trace=r["trace"], origin=origin.name,
                profiled_ms=float(span.mean()) / 1e6, iteration_ms=central, range_source=source,
-               busy_floor_ms=float(np.mean(est.floor.busy_ns)) / 1e6 if est.floor is not None else 0.0,
-               overhead_share=float(np.max(est.per_step_ns / span)), u_ns=est.evidence.unit_ns,
+               busy_floor_ms=float(np.mean(est.floor.busy_ns)) / 1e6 if est.floor is not None and len(trace.steps)
+               else 0.0,  # type: ignore[attr-defined]
+               overhead_share=float(np.max(share)), u_ns=est.evidence.unit_ns,
                launch_us=est.evidence.launch_ns / 1e3, warnings=len(est.warnings))
     judged(row, central, lo, hi, r)
     return row

@@ -17,6 +17,7 @@ import csv
 import hashlib
 import os
 import re
+import statistics
 import struct
 import subprocess
 import sys
@@ -119,6 +120,21 @@ def accuracy_rows(name: str = "accuracy.csv") -> list[dict]:
     return out
 
 
+def _range_module():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import range_eval  # benchmarks/range_eval.py: the origin row's range and the user's step (issue 35)
+
+    return range_eval
+
+
+def range_tables() -> tuple[str, str]:
+    """docs/accuracy.md's held-out origin-row and anchored-target tables, from range_eval.py's rows."""
+    r = _range_module()
+    folder = RESULTS / "launch_bound"
+    return (r.coverage_table(r.read_rows(folder / "range_rows.csv")),
+            r.anchor_table(r.read_rows(folder / "anchor_rows.csv")))
+
+
 def _accuracy_module():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import accuracy  # benchmarks/accuracy.py: the tables of accuracy.md
@@ -179,25 +195,38 @@ def _iteration_cells(key: str, same_host: bool, launch_bound: bool = False,
 
 
 def _origin_cells(name: str, launch_bound: bool = True, plain: bool = True) -> Callable[[], tuple[str, str, str, str]]:
-    """compare's first row against the real loop (benchmarks/overhead_eval.py's ``name`` in
-    results/profiler_overhead): launch-bound rows (``launch_bound``), traces without the hook's measured step
-    (``plain``); the share whose measured loop lies inside the stated range; baseline: the profiled step."""
+    """compare's first row against the real loop (``name`` under results/: overhead_eval.py's origin_rows.csv or
+    range_eval.py's launch_bound/range_rows.csv): launch-bound rows (``launch_bound``), traces without the hook's
+    measured step (``plain``); the share whose measured loop lies inside the stated range and the range's median
+    width (high / low); baseline: the profiled step."""
     def cells() -> tuple[str, str, str, str]:
-        rows = [r for r in csv.DictReader((RESULTS / "profiler_overhead" / name).open())
+        rows = [r for r in csv.DictReader((RESULTS / name).open())
                 if (r["launch_bound"] == "True") == launch_bound and ("+hook" not in r["option"]) == plain]
         err = [float(r["error_pct"]) for r in rows]
         judged = _accuracy_module().judged_error
         base = [judged(float(r["profiled_ms"]), float(r["measured_median_ms"]), float(r["measured_steady_ms"]))
                 for r in rows]
         inside = sum(r["inside"] == "True" for r in rows) / len(rows)
-        return (f"{len(rows)} traces, {100 * inside:.0f}% inside its range", f"{_mean_abs(err):.1f}%",
-                f"{max(map(abs, err)):.1f}%", f"{_mean_abs(base):.1f}% (profiled step)")
+        width = statistics.median(float(r["high_ms"]) / float(r["low_ms"]) for r in rows)
+        return (f"{len(rows)} traces, {100 * inside:.0f}% inside its range ({width:.2f}x wide)",
+                f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%", f"{_mean_abs(base):.1f}% (profiled step)")
     return cells
 
 
 # A row whose recorded set is not in the repository (the H200 recordings of timm's and NeuSight's workloads:
 # benchmarks/collect/collect_timm.py, collect_neusight.py) says so instead of showing an older model's figure.
 NOT_RERUN = ("-", "-", "-", "not re-run after issue 32: its H200 recordings are not kept here")
+
+
+def _anchor_cells() -> tuple[str, str, str, str]:
+    """range_eval.py's same-host launch-bound targets with the origin's measured step given (--measured-step), left
+    out those whose target ran another program; baseline: the same rows without it."""
+    rows = [r for r in csv.DictReader((RESULTS / "launch_bound" / "anchor_rows.csv").open())
+            if r["launch_bound"] == "True" and r["other_program"] == "False" and not r["target"].startswith("H100 SXM")]
+    given = [float(r["error_pct"]) for r in rows if r["given_ms"]]
+    none = [float(r["error_pct"]) for r in rows if not r["given_ms"]]
+    return (f"{len(given)} pairs", f"{_mean_abs(given):.1f}%", f"{max(map(abs, given)):.1f}%",
+            f"{_mean_abs(none):.1f}% (no step given)")
 
 
 def _neusight_cells(path: str, gpus: tuple[str, ...] | None, origin: str | None = None
@@ -296,12 +325,32 @@ def _lambda_cells(precision: str) -> Callable[[], tuple[str, str, str, str]]:
     return cells
 
 
+SCALEOUT_RUNS = ("h100x4-20261126", "h100x2-20261126", "h100x4-fsdp1-20261126")  # benchmarks/results/scaleout/
+
+
+def _scaleout_rows() -> list[dict[str, str]]:
+    return [r for run in SCALEOUT_RUNS for r in csv.DictReader((RESULTS / "scaleout" / f"{run}.csv").open())
+            if r["status"] == "ok"]
+
+
 def _scaleout_cells() -> tuple[str, str, str, str]:
-    """The 2-rank step predicted from the one-GPU trace against the measured one (benchmarks/scaleout_eval.py on the
-    2x H100 recording; benchmarks/results/scaleout/h100x2.csv), beside the one-GPU step as the prediction."""
-    rows = [r for r in csv.DictReader((RESULTS / "scaleout" / "h100x2.csv").open()) if r["status"] == "ok"]
+    """The N-rank step predicted from the one-GPU trace against the measured one (benchmarks/scaleout_eval.py on the
+    2026-11-26 recordings of two H100 hosts), its range's coverage, beside the one-GPU step as the prediction."""
+    rows = _scaleout_rows()
     err = [100 * float(r["scaleout_err"]) for r in rows]
-    return (f"{len(rows)} (workload, DDP/FSDP)", f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%",
+    inside = sum(r["in_range"] == "True" for r in rows)
+    return (f"{len(rows)} (workload, strategy, ranks), {100 * inside / len(rows):.0f}% inside its range",
+            f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%",
+            f"{_mean_abs([100 * float(r['no_change_err']) for r in rows]):.1f}% (one-GPU step)")
+
+
+def _joint_cells() -> tuple[str, str, str, str]:
+    """The joint replay of the measured rank traces (compare DIR's origin row) against the same measurements."""
+    rows = [r for r in _scaleout_rows() if r.get("joint_err")]
+    err = [100 * float(r["joint_err"]) for r in rows]
+    inside = sum(r["joint_in_range"] == "True" for r in rows)
+    return (f"{len(rows)} (workload, strategy, ranks), {100 * inside / len(rows):.0f}% inside its range",
+            f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%",
             f"{_mean_abs([100 * float(r['no_change_err']) for r in rows]):.1f}% (one-GPU step)")
 
 
@@ -332,7 +381,8 @@ ACCURACY_ROWS = [
     AccuracyRow("the same, launch-bound pairs only", "H100 SXM, H200",
                 _iteration_cells("host_matched_iteration_error_pct", False, True), f"[iteration]({ACC}#iteration-time)"),
     AccuracyRow("origin row (`compare`'s first row): the real loop from a plain trace, launch-bound", "H100 SXM, H200",
-                _origin_cells("origin_rows.csv"), f"[origin row]({ACC}#the-origin-row-and-its-range)"),
+                _origin_cells("profiler_overhead/origin_rows.csv"),
+                f"[origin row]({ACC}#the-origin-row-and-its-range)"),
     AccuracyRow("speed-up between two settings, target host's speed given", "H100 SXM, H200",
                 _iteration_cells("host_matched_speedup_error_pct", False), f"[iteration]({ACC}#iteration-time)"),
     AccuracyRow("held out (6 new workloads incl. HF Llama, T5, a decode loop, timm; 132 → 80/40 SMs): step GPU time",
@@ -344,9 +394,11 @@ ACCURACY_ROWS = [
     AccuracyRow("held out: the same, trace recorded with `habitat_trace.schedule`", "H100 SXM, H200",
                 _iteration_cells("iteration_error_pct", True, source=lambda: heldout_rows("heldout")),
                 f"[held out]({ACC}#held-out-re-measurement)"),
-    AccuracyRow("held out (6 more workloads, one-GPU steps of the DDP runs; 2026-11-25): the origin row, launch-bound, "
-                "plain trace", "H100 SXM", _origin_cells("origin_rows_heldout.csv"),
+    AccuracyRow("held out (20 launch-bound workloads, 4-6 recordings each, two hosts; one-GPU steps of the DDP runs; "
+                "2026-11-26): the origin row, launch-bound", "H100 SXM", _origin_cells("launch_bound/range_rows.csv"),
                 f"[origin row]({ACC}#the-origin-row-and-its-range)"),
+    AccuracyRow("held out: the same steps' targets on the same host, fewer SMs, with your measured step given "
+                "(`--measured-step`)", "H100 SXM", _anchor_cells, f"[your step]({ACC}#your-measured-step)"),
     AccuracyRow("held out: iteration time, any pair, target host's speed given, plain trace", "H100 SXM, H200",
                 _iteration_cells("host_matched_iteration_error_pct", False, source=lambda: heldout_rows("heldout-plain")),
                 f"[held out]({ACC}#held-out-re-measurement)"),
@@ -371,9 +423,12 @@ ACCURACY_ROWS = [
     AccuracyRow("origin invariance: one model from an H100 and from an H200 trace, difference of the predictions",
                 "RTX 3090, 4090, 5090", _invariance_cells,
                 f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),
-    AccuracyRow("data-parallel step on 2 GPUs from a one-GPU trace (`--world-size 2`); rank 0's GPU ran its kernels "
-                "1.15-1.95x slower than alone, which no one-GPU trace foresees", "2x H100 SXM (NVLink), 5 workloads",
-                _scaleout_cells, "[scale-out](docs/distributed.md#results-2x-h100-sxm-2026-11-25)"),
+    AccuracyRow("data-parallel step from a one-GPU trace (`--world-size 2/4`), DDP, FSDP2, FSDP1; 9 workloads",
+                "2x and 4x H100 SXM (NVLink), two hosts", _scaleout_cells,
+                "[scale-out](docs/distributed.md#results-2x-and-4x-h100-sxm-2026-11-26)"),
+    AccuracyRow("the same step from the rank traces replayed jointly (`compare DIR`)",
+                "2x and 4x H100 SXM (NVLink), two hosts", _joint_cells,
+                "[scale-out](docs/distributed.md#results-2x-and-4x-h100-sxm-2026-11-26)"),
     AccuracyRow("step GPU time from an H100, NeuSight's FP32 workloads", "V100, T4, P100, P4 (published)",
                 _neusight_cells("neusight_e2e.csv", ("V100 PCIe 32GB", "T4", "P100 PCIe 16GB", "P4"), "H100"),
                 f"[generations]({ACC}#across-gpu-generations-neusights-workloads)"),
@@ -413,6 +468,8 @@ SECTIONS: dict[str, Section] = {
     "accuracy-iteration": Section(lambda: _accuracy_module().iteration_summary(accuracy_rows())),
     "accuracy-heldout": Section(heldout_section),
     "accuracy-timm": Section(timm_section),
+    "range-heldout": Section(lambda: range_tables()[0]),
+    "anchor-heldout": Section(lambda: range_tables()[1]),
 }
 
 

@@ -40,7 +40,7 @@ from habitat_trace.ingest import classify as K  # noqa: E402
 from habitat_trace.ingest import schema as S  # noqa: E402
 from habitat_trace.ingest.trace import load  # noqa: E402
 from habitat_trace.timeline.steps import step_figures  # noqa: E402
-from habitat_trace.pipeline import DataParallel, Options, Run, iteration_figures  # noqa: E402
+from habitat_trace.pipeline import Options, Run, iteration_figures  # noqa: E402
 
 # The issue's acceptance bars: scale-out from one GPU within 10% of the measured N-rank step, the joint replay of the
 # measured ranks within 5% (issue 27, "Done when").
@@ -83,8 +83,8 @@ def predicted_scaleout(single: Any, world: int, strategy: str) -> tuple[float, f
     """(one-GPU replayed iteration, N-rank predicted iteration, warnings, its range's low and high end) in ms, on
     the origin GPU, from the loaded one-GPU trace: what ``compare TRACE --world-size N --strategy S`` reports on its
     origin row."""
-    alone = Run([single], Options.load()).baseline().ranks[0]
-    many = Run([single], Options.load(data_parallel=DataParallel(world, strategy))).baseline()
+    alone = Run([single], Options.of()).baseline().ranks[0]
+    many = Run([single], Options.of(world_size=world, strategy=strategy)).baseline()
     head = many.ranks[0].headline
     return (iteration_figures(alone.tables, alone.timeline)[0], head.iteration_ms, list(many.warnings),
             head.iteration_low_ms, head.iteration_high_ms)
@@ -97,7 +97,7 @@ def load_ranks(rank_files: list[Path]) -> list[Any]:
 def joint(traces: list[Any]) -> tuple[float, float, float]:
     """The slowest rank's iteration (ms) of the ranks replayed together on their own GPU (``compare DIR``'s origin
     row), and its range."""
-    head = Run(traces, Options.load()).baseline().slowest().headline
+    head = Run(traces, Options.of()).baseline().slowest().headline
     return head.iteration_ms, head.iteration_low_ms, head.iteration_high_ms
 
 
@@ -201,6 +201,7 @@ def summary(df: pd.DataFrame) -> list[str]:
         inside = {"scaleout_err": "in_range", "joint_err": "joint_in_range"}.get(col)
         covered = f", inside its range: {int(df[inside].sum())}/{len(df)}" if inside in df else ""
         lines.append(f"- {what}: mean |error| {err.mean():.1%}, worst {err.max():.1%}{within}{covered}")
+    lines += band_lines(df)
     factors = sorted(c for c in df.columns if c.startswith("compute_x_r"))
     for r in df.itertuples():
         slow = {c[len("compute_x_"):]: getattr(r, c) for c in factors if getattr(r, c) > STRAGGLER_FACTOR}
@@ -215,6 +216,39 @@ def summary(df: pd.DataFrame) -> list[str]:
     failed = df[df["status"] != "ok"]
     lines += [f"- {r.workload} {r.strategy}: {r.status}" for r in failed.itertuples()]
     return lines
+
+
+def conformal(ratios: np.ndarray, q: float = 0.05) -> tuple[float, float]:
+    """The split-conformal interval's ends (Lei et al., JASA 2018): the floor((n+1)q)-th and ceil((n+1)(1-q))-th
+    order statistics of the rows' measured / predicted ratios."""
+    r = np.sort(np.asarray(ratios, dtype=float))
+    n = len(r)
+    return float(r[max(int(np.floor((n + 1) * q)) - 1, 0)]), float(r[min(int(np.ceil((n + 1) * (1 - q))) - 1, n - 1)])
+
+
+def band_lines(df: pd.DataFrame) -> list[str]:
+    """The scale-out's and the joint replay's own bands (hostband.SCALEOUT_* and JOINT_* re-derived) and their
+    coverage with each workload left out of them, over the rows of ``df`` (several runs' tables pooled for the
+    committed figures)."""
+    out = []
+    for what, col in (("scale-out", "scaleout"), ("joint replay", "joint")):
+        if f"{col}_ms" not in df or f"{col}_low_ms" not in df:
+            continue
+        ok = df[(df["status"] == "ok") & df[f"{col}_ms"].notna()]
+        if len(ok) < 10:
+            continue
+        lo, hi = conformal((ok["measured_ms"] / ok[f"{col}_ms"]).to_numpy())
+        inside = []
+        for w in ok["workload"].unique():
+            train, test = ok[ok["workload"] != w], ok[ok["workload"] == w]
+            a, b = conformal((train["measured_ms"] / train[f"{col}_ms"]).to_numpy())
+            # the rows' ranges already hold the pooled band: the host band's ends are not in the table apart, so the
+            # held-out check takes the band refitted without the workload around the central value alone
+            low, high = test[f"{col}_ms"] * a, test[f"{col}_ms"] * b
+            inside += list((test["measured_ms"] >= low) & (test["measured_ms"] <= high))
+        out.append(f"- band, {what}: measured / predicted over {len(ok)} rows, split-conformal 5%/95%: {lo:.3f}, "
+                   f"{hi:.3f}; refitted without each workload, its band alone holds {sum(inside)}/{len(inside)}")
+    return out
 
 
 def cell(col: str, v: Any) -> str:
@@ -241,12 +275,17 @@ def markdown(df: pd.DataFrame, folder: Path) -> str:
 
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("folder", type=Path)
+    p.add_argument("folder", type=Path, nargs="?")
     p.add_argument("--out", type=Path, help="markdown file (default: benchmarks/results/scaleout/<folder>.md)")
     p.add_argument("--only", help="workloads whose name contains this")
     p.add_argument("--scaleout-only", action="store_true", help="the scale-out from one GPU alone (no joint replay)")
     p.add_argument("--singles-from", type=Path, help="the collection whose one-GPU rows and traces to use")
+    p.add_argument("--band", nargs="+", type=Path, metavar="CSV", help="only print the band line of these tables "
+                   "(benchmarks/results/scaleout/*.csv written by this script), pooled")
     args = p.parse_args(argv)
+    if args.band:
+        print("\n".join(band_lines(pd.concat([pd.read_csv(f) for f in args.band], ignore_index=True))))
+        return 0
     df = evaluate(args.folder, args.only, args.scaleout_only, args.singles_from)
     if not len(df):
         print(f"{args.folder}: no workload with a one-GPU and an N-rank measurement", file=sys.stderr)

@@ -1,8 +1,8 @@
 """habitat-trace: predict a PyTorch training step on another GPU from a torch.profiler trace.
 
-Import cost matters (the CLI must start fast): this module imports nothing heavy. The Python API
-(``load``, ``Trace``, ``compare``, ``tensorboard_trace_handler``) is imported on first use
-(PEP 562 module ``__getattr__``).
+Import cost matters (the CLI must start fast): this module imports nothing heavy. The Python API (``open``, the
+front door, and ``Trace``, ``compare``, ``tensorboard_trace_handler``, ``schedule``; ``load`` is ``open``'s former
+name) is imported on first use (PEP 562 module ``__getattr__``).
 """
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {  # public name -> module that defines it
+    "open": "habitat_trace.api",
     "load": "habitat_trace.api",
     "Trace": "habitat_trace.api",
-    "compare": "habitat_trace.analysis.compare",
+    "compare": "habitat_trace.api",
     "tensorboard_trace_handler": "habitat_trace.hook",
     "schedule": "habitat_trace.hook",
 }

@@ -1,12 +1,17 @@
-"""The Python API: ``load(path) -> Trace``, a trace file or a directory of one trace per rank (pipeline.Run: a file
-is a run of one rank); ``Trace.scale(to=...)`` returns the run as it would run on another GPU (the replayed target
-timeline, the same document ``habitat-trace scale`` writes), with the Prediction that made it; ``.kernels`` /
-``.ops`` are pandas DataFrames with int64 ns times and a ``rank`` column.
+"""The Python API, the front door: ``open(path, **options) -> Trace``, a trace file or a directory of one trace per
+rank (pipeline.Run: a file is a run of one rank), with the options every command takes by their keyword
+(pipeline.options.Options.of: ``specs``, ``origin``, ``cpu_speed``, ``keep_profiler_overhead``, ``interconnect``,
+``gpus_per_node``, ``nodes``, ``world_size``, ``strategy``, ``bucket_mb``). A Trace's methods return results and
+print nothing: ``inspect`` (the figures of each rank), ``compare`` (a DataFrame, a row per GPU), ``explain``,
+``validate`` (against a measured trace) and ``scale`` (the run as it would run on another GPU: the replayed target
+timeline, the same document ``habitat-trace scale`` writes, with the Prediction that made it); ``.kernels`` /
+``.ops`` are pandas DataFrames with int64 ns times and a ``rank`` column. The commands are these methods and
+their tables.
 
 Examples run as doctests (tests/test_api.py) from the repository root:
 
 >>> import habitat_trace
->>> t = habitat_trace.load("tests/data/mlp_b32_fp32.pt.trace.json.gz")
+>>> t = habitat_trace.open("tests/data/mlp_b32_fp32.pt.trace.json.gz")
 >>> t.gpu
 'H100 SXM5 80GB'
 >>> a100 = t.scale(to="A100")
@@ -14,12 +19,14 @@ Examples run as doctests (tests/test_api.py) from the repository root:
 ('A100 SXM4 80GB', True)
 >>> sorted(a100.kernels["method"].unique())  # another chip: every kernel at what the A100 sustains
 ['sustained']
+>>> list(t.compare(["A100", "L4"])["gpu"])
+['H100 SXM5 80GB', 'A100 SXM4 80GB', 'L4']
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,10 +34,13 @@ import pandas as pd
 from habitat_trace.errors import HabitatTraceError, OutputError
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import Tables
-from habitat_trace.pipeline import DataParallel, Host, Options, Run
+from habitat_trace.pipeline import Options, Run
 from habitat_trace.pipeline.run import Replay, catalog_gpu
-from habitat_trace.scale.dataparallel import DEFAULT_BUCKET_MB
 from habitat_trace.scale.prediction import Prediction
+
+if TYPE_CHECKING:
+    from habitat_trace.analysis.explain import Explanation
+    from habitat_trace.analysis.validate import Validation
 
 CHAIN_SEP = " > "  # op_chain: outermost op first, the launching op last
 
@@ -46,14 +56,31 @@ OP_COLUMNS = {
 }
 
 
-def load(path: str | Path) -> "Trace":
-    """Read a torch.profiler (Kineto) trace, ``.json`` or ``.json.gz``, or a directory of one per rank.
+def open(path: str | Path, **options: Any) -> "Trace":
+    """Read a torch.profiler (Kineto) trace, ``.json`` or ``.json.gz``, or a directory of one per rank, to be
+    predicted with ``options`` (module doc; the CLI's options by their keyword, ``--from`` as ``origin``).
 
-    >>> t = load("tests/data/mlp_b32_fp32.pt.trace.json.gz")
+    >>> t = open("tests/data/mlp_b32_fp32.pt.trace.json.gz")
     >>> t
     Trace('mlp_b32_fp32.pt.trace.json.gz', gpu='H100 SXM5 80GB', kernels=134, steps=2)
+    >>> open("tests/data/mlp_b32_fp32.pt.trace.json.gz", world_size=8, strategy="fsdp").options.data_parallel
+    DataParallel(world_size=8, strategy='fsdp', bucket_mb=25.0)
     """
-    return Trace(Run.open(path, Options.load()))
+    return Trace.read(path, Options.of(**options))
+
+
+load = open  # its name before issue 33
+
+
+def compare(trace_or_path: "Trace | str | Path", to: str | Sequence[str], prices: Optional[dict[str, float]] = None,
+            progress: Optional[Callable[[str], None]] = None, **options: Any) -> pd.DataFrame:
+    """``open(trace_or_path, **options).compare(to, prices, progress)``; a Trace is compared with its options
+    changed by ``options``."""
+    if not isinstance(trace_or_path, Trace):
+        trace_or_path = open(trace_or_path, **options)
+    elif options:
+        trace_or_path = trace_or_path.with_options(**options)
+    return trace_or_path.compare(to, prices, progress)
 
 
 @dataclass(frozen=True)
@@ -64,6 +91,11 @@ class Trace:
     replay: Optional[Replay] = field(default=None, repr=False)
     scaled_from: Optional[Run] = field(default=None, repr=False)  # what ``scale`` was called on
 
+    @classmethod
+    def read(cls, path: str | Path | Sequence[Path], options: Options) -> "Trace":
+        """The run of a trace file, a directory of one trace per rank, or the files of one run (Run.open)."""
+        return cls(Run.open(path, options))
+
     def __repr__(self) -> str:
         tables = [r.tables for r in self.run.ranks]
         kernels = sum(int((t.gpu[S.CAT] == S.CAT_KERNEL).sum()) for t in tables)
@@ -72,6 +104,16 @@ class Trace:
         scaled = f", scaled_from={self.replay.ranks[0].origin.name!r}" if self.replay else ""
         return (f"Trace({self.path.name!r}, gpu={self.gpu!r}{ranks}, kernels={kernels}"
                 + (f", copies_and_sets={copies}" if copies else "") + f", steps={len(tables[0].steps)}{scaled})")
+
+    @property
+    def options(self) -> Options:
+        """What the run is predicted with (open's keywords, as Options)."""
+        return self.run.options
+
+    def with_options(self, **options: Any) -> "Trace":
+        """These traces with some options changed (open's keywords): a loaded trace (a scaled one's replay is not
+        carried over)."""
+        return Trace(self.run.under(self.options.but(**options)))
 
     @property
     def path(self) -> Path:
@@ -106,7 +148,7 @@ class Trace:
         shared_mem_bytes, op (the launching op), op_chain (outermost first, " > "), step (ProfilerStep
         number, -1 outside steps); a scaled trace adds method, reason, origin_start_ns, origin_dur_ns.
 
-        >>> k = load("tests/data/mlp_b32_fp32.pt.trace.json.gz").kernels
+        >>> k = open("tests/data/mlp_b32_fp32.pt.trace.json.gz").kernels
         >>> k.loc[0, "class"], k.loc[0, "op"], int(k.loc[0, "step"])
         ('gemm', 'aten::addmm', 3)
         >>> k.loc[0, "op_chain"]
@@ -134,7 +176,7 @@ class Trace:
         """CPU ops and user annotations: rank, name, cat, pid, tid, start_ns, dur_ns, depth, parent (row, -1 for
         none), input_dims, input_types, step (ProfilerStep number, -1 outside steps).
 
-        >>> ops = load("tests/data/mlp_b32_fp32.pt.trace.json.gz").ops
+        >>> ops = open("tests/data/mlp_b32_fp32.pt.trace.json.gz").ops
         >>> int((ops["name"] == "aten::addmm").sum())  # 8 layers, 2 steps
         16
         """
@@ -146,34 +188,72 @@ class Trace:
             frames.append(out)
         return pd.concat(frames, ignore_index=True)
 
-    def summary(self, top: int = 10, rank: Optional[int] = None) -> dict[str, Any]:
-        """What ``habitat-trace inspect`` shows of one trace, as one dict (``rank``: which, when there are
-        several); a scaled trace adds ``scaled`` (origin, target, methods per kernel, the prediction's warnings).
+    def inspect(self, top: int = 10) -> list[dict[str, Any]]:
+        """What ``habitat-trace inspect`` shows, one dict per rank (analysis.report.summarize), in rank order: the
+        origin step its first row of ``compare`` reports (the run's own replay: a directory's ranks jointly); a
+        scaled trace adds ``scaled`` (origin, target, methods per kernel, the prediction's warnings).
 
-        >>> s = load("tests/data/mlp_b32_fp32.pt.trace.json.gz").summary()
-        >>> s["origin"]["name"], s["steps"]["count"], s["kernels"]["count"]
-        ('NVIDIA H100 80GB HBM3', 2, 134)
+        >>> [s["steps"]["count"] for s in open("tests/data/mlp_b32_fp32.pt.trace.json.gz").inspect()]
+        [2]
         """
         from habitat_trace.analysis.report import summarize
 
-        i = self._position(rank)
-        out = summarize(self.run.ranks[i].tables, top)
-        if self.replay is not None:
-            p = self.replay.ranks[i].prediction
-            out["scaled"] = {"origin": p.origin.name, "target": p.target.name, "methods": p.method_counts(),
-                             "warnings": list(p.warnings)}
+        run = self.run if not self.options.data_parallel.active else self.run.under(self.options.but(world_size=1))
+        try:  # the origin step, as compare's first row: what the trace records, not a scale-out of it
+            origin: Optional[Replay] = run.baseline()
+        except HabitatTraceError:  # its GPU is not in the catalog (--from), or nothing to replay: no origin step
+            origin = None
+        out = []
+        for i, rank in enumerate(self.run.ranks):
+            s = summarize(rank.tables, top, None if origin is None else origin.ranks[i].headline)
+            if self.replay is not None:
+                p = self.replay.ranks[i].prediction
+                s["scaled"] = {"origin": p.origin.name, "target": p.target.name, "methods": p.method_counts(),
+                               "warnings": list(p.warnings)}
+            out.append(s)
         return out
 
-    def scale(self, to: str = "A100", specs: str | Path | None = None, origin: Optional[str] = None,
-              cpu_speed: float = 1.0, keep_profiler_overhead: bool = False, world_size: int = 1,
-              strategy: str = "ddp", bucket_mb: float = DEFAULT_BUCKET_MB) -> "Trace":
-        """The run as it would run on GPU ``to`` (catalog name or alias; ``specs``: an extra catalog TOML;
-        ``origin``: the recording GPU when deviceProperties do not name a catalog GPU; ``cpu_speed`` and
-        ``keep_profiler_overhead``: the target's host, as the CLI's --cpu-speed and --keep-profiler-overhead;
-        ``world_size`` > 1, ``strategy``, ``bucket_mb``: a one-GPU trace as one of N data-parallel ranks, as the
-        CLI's --world-size, --strategy and --bucket-mb, the added communication among the kernels).
+    def summary(self, top: int = 10, rank: Optional[int] = None) -> dict[str, Any]:
+        """``inspect``'s dict of one trace (``rank``: which, when there are several).
 
-        >>> t = load("tests/data/mlp_b32_fp32.pt.trace.json.gz")
+        >>> s = open("tests/data/mlp_b32_fp32.pt.trace.json.gz").summary()
+        >>> s["origin"]["name"], s["steps"]["count"], s["kernels"]["count"]
+        ('NVIDIA H100 80GB HBM3', 2, 134)
+        """
+        return self.inspect(top)[self._position(rank)]
+
+    def compare(self, to: str | Sequence[str], prices: Optional[dict[str, float]] = None,
+                progress: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
+        """One row per GPU, the origin first, then ``to`` in order, each once (analysis.compare.gpu_table: the
+        columns). ``prices`` maps a GPU name (any name the catalog resolves) to USD per hour over the catalog's;
+        ``progress`` is called with each GPU's name once its row is done."""
+        from habitat_trace.analysis.compare import gpu_table
+
+        targets = self.options.targets(to)  # unknown names fail before any work
+        overrides = {self.options.catalog.resolve(n).name: float(usd) for n, usd in (prices or {}).items()}
+        return gpu_table(self.run, targets, overrides, progress)
+
+    def explain(self, to: str | Sequence[str], top: int = 15) -> "Explanation":
+        """Which ops and kernels change most on each GPU of ``to``, and why (analysis.explain: its tables)."""
+        from habitat_trace.analysis.explain import explain
+
+        return explain(self.run, self.options.targets(to), top=top)
+
+    def validate(self, measured: "Trace | str | Path", top: int = 10) -> "Validation":
+        """This trace (a prediction ``scale`` wrote) against ``measured`` (a Trace, or a path read with these
+        options): step, op and kernel errors, a ``rank`` column pairing the ranks (analysis.validate)."""
+        from habitat_trace.analysis.validate import validate_runs
+
+        other = measured if isinstance(measured, Trace) else Trace.read(measured, self.options)
+        return validate_runs(self.run, other.run, top=top)
+
+    def scale(self, to: str = "A100", **options: Any) -> "Trace":
+        """The run as it would run on GPU ``to`` (a catalog name or alias), predicted with this trace's options
+        changed by ``options`` (open's keywords: e.g. ``cpu_speed``, ``keep_profiler_overhead``, or
+        ``world_size`` > 1, ``strategy``, ``bucket_mb``: a one-GPU trace as one of N data-parallel ranks, the added
+        communication among the kernels). A scaled trace runs on its target, its host as the target's.
+
+        >>> t = open("tests/data/mlp_b32_fp32.pt.trace.json.gz")
         >>> l4 = t.scale(to="L4")
         >>> l4.summary()["steps"]["mean"]["gpu_busy_ms"] > t.summary()["steps"]["mean"]["gpu_busy_ms"]
         True
@@ -184,24 +264,16 @@ class Trace:
         """
         from habitat_trace.pipeline.document import target_tables
 
-        options = Options.load(specs, origin, Host(cpu_speed, keep_profiler_overhead),
-                               data_parallel=DataParallel(world_size, strategy, bucket_mb))
-        if origin is None and self.replay is not None:  # a scaled trace runs on its last target
-            options = replace(options, origin=self.replay.gpu)
-        targets = options.targets(to)
+        run = self.run.under(self.options.but(**options)) if options else self.run
+        targets = run.options.targets(to)
         if len(targets) != 1:
             raise HabitatTraceError(f"scale(to={to!r}): name one GPU; for several, call scale once per GPU")
-        target = targets[0]
-        run = self.with_options(options)
-        replay = run.replay(target)
-        # the scaled run is as written: its collectives are in it (a second scale-out would refuse it)
-        scaled = Run([target_tables(rr) for rr in replay.ranks],
-                     replace(options, origin=target, data_parallel=DataParallel()), run.source)
+        replay = run.replay(targets[0])
+        # the scaled run is as written: its collectives are in it (a second scale-out would refuse it), its host
+        # the target's (a second --cpu-speed applies to it)
+        scaled = run.under(run.options.but(origin=targets[0], world_size=1, cpu_speed=1.0),
+                           [target_tables(rr) for rr in replay.ranks])
         return Trace(scaled, replay, run)
-
-    def with_options(self, options: Options) -> Run:
-        """This trace's tables as a run predicted with ``options`` (habitat_trace.compare takes a Trace)."""
-        return Run([r.tables for r in self.run.ranks], options, self.run.source)
 
     def write(self, path: str | Path) -> Path:
         """Write the trace (gzip when ``path`` ends with .gz): a loaded trace as read (same bytes when the
@@ -210,9 +282,9 @@ class Trace:
 
         >>> import tempfile, os
         >>> out = os.path.join(tempfile.mkdtemp(), "mlp.a100.pt.trace.json.gz")
-        >>> load("tests/data/mlp_b32_fp32.pt.trace.json.gz").scale(to="A100").write(out).name
+        >>> open("tests/data/mlp_b32_fp32.pt.trace.json.gz").scale(to="A100").write(out).name
         'mlp.a100.pt.trace.json.gz'
-        >>> load(out).kernels["class"].equals(load("tests/data/mlp_b32_fp32.pt.trace.json.gz").kernels["class"])
+        >>> open(out).kernels["class"].equals(open("tests/data/mlp_b32_fp32.pt.trace.json.gz").kernels["class"])
         True
         """
         from habitat_trace.emit.writer import copy_trace, write_trace

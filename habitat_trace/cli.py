@@ -6,12 +6,11 @@ SIGTERM 143 (128 + the signal), after the writers have removed their temporary f
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 import typer
 
@@ -34,7 +33,8 @@ TopOpt = typer.Option(15, "--top", min=1, metavar="N", help="how many ops and ke
 # what-ifs for the target's collectives (scale/collective.py); default: the target's usual node from the catalog
 InterconnectOpt = typer.Option(None, "--interconnect", metavar="nvlink|pcie",
                                help="what-if: nvlink or pcie between the GPUs of a node")
-GpusPerNodeOpt = typer.Option(None, "--gpus-per-node", metavar="N", help="what-if: GPUs per node (default: the catalog's node)")
+GpusPerNodeOpt = typer.Option(None, "--gpus-per-node", metavar="N",
+                               help="what-if: GPUs per node (default: the catalog's node)")
 NodesOpt = typer.Option(None, "--nodes", metavar="N", help="what-if: nodes a collective's group spans")
 # a one-GPU trace as one of N data-parallel ranks (pipeline.DataParallel, docs/distributed.md "Scale-out from one GPU")
 WorldSizeOpt = typer.Option(1, "--world-size", metavar="N",
@@ -42,6 +42,9 @@ WorldSizeOpt = typer.Option(1, "--world-size", metavar="N",
 StrategyOpt = typer.Option("ddp", "--strategy", metavar="ddp|fsdp|fsdp1", help="scale-out: DDP buckets, FSDP2 (fully_shard) or FSDP1 units")
 DDP_BUCKET_MB = 25.0  # scale.dataparallel.DEFAULT_BUCKET_MB, written here so that --help imports no numpy (tested)
 BucketMbOpt = typer.Option(DDP_BUCKET_MB, "--bucket-mb", metavar="MB", help="scale-out: DDP's bucket_cap_mb in MiB")
+MeasuredStepOpt = typer.Option(None, "--measured-step", metavar="MS|IT/s",
+                               help="your real step without the profiler (training log: 3.1ms or 320it/s): the origin "
+                                    "row is then exactly it, and every target's host clock is calibrated to it")
 # the target's host (pipeline.Host): the origin's, without the profiler's overhead, at a what-if speed
 CpuSpeedOpt = typer.Option(1.0, "--cpu-speed", metavar="RATIO", min=0.01,
                            help="what-if: the target host's CPU speed relative to the origin's (1.5 = 50% faster)")
@@ -57,16 +60,13 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-def _options(specs: Optional[Path], origin: Optional[str], cpu_speed: float = 1.0, keep: bool = False,
-             interconnect: Optional[str] = None, gpus_per_node: Optional[int] = None,
-             nodes: Optional[int] = None, world_size: int = 1, strategy: str = "ddp",
-             bucket_mb: float = DDP_BUCKET_MB) -> Any:
-    """What every predicting command takes, parsed once (pipeline.Options): the same meaning for a file and a
-    directory, in every command."""
-    from habitat_trace.pipeline import DataParallel, Deployment, Host, Options
+def _options(values: dict[str, Any]) -> Any:
+    """The options of a command's parameters (``locals()`` at its start), each named as its keyword of
+    pipeline.Options.of, the one map the API and the hook use too: the same meaning for a file and a directory, in
+    every command."""
+    from habitat_trace.pipeline.options import KEYWORDS, Options
 
-    return Options.load(specs, origin, Host(cpu_speed, keep), Deployment(interconnect, gpus_per_node, nodes),
-                        DataParallel(world_size, strategy, bucket_mb))
+    return Options.of(**{k: values[k] for k in KEYWORDS if k in values})
 
 
 def _render(report: Any, fmt: str, stderr: bool = False) -> None:
@@ -74,6 +74,23 @@ def _render(report: Any, fmt: str, stderr: bool = False) -> None:
     from habitat_trace.commands.render import render
 
     render(report, fmt, out=sys.stderr if stderr else sys.stdout, warn=not quiet())
+
+
+def _show(make: Callable[[], Any], fmt: str, result: bool = False, stderr: bool = False) -> None:
+    """Print the report ``make`` returns; when it raises ReportedError (a directory with traces that could not be
+    read or scaled: commands/common.py), print its report, then the error. ``result``: a report of what was done
+    (scale's), not printed under -q."""
+    from habitat_trace.commands.common import ReportedError, quiet
+
+    shown = not (result and quiet())
+    try:
+        report = make()
+    except ReportedError as exc:
+        if shown:
+            _render(exc.report, fmt, stderr=stderr)
+        raise
+    if shown:
+        _render(report, fmt, stderr=stderr)
 
 
 @app.callback()
@@ -91,13 +108,16 @@ def _root(verbose: int = typer.Option(0, "--verbose", "-v", count=True, metavar=
 
 @app.command()
 def inspect(trace: Path = TraceArg, fmt: str = FormatOpt,
-            top: int = typer.Option(10, "--top", min=1, metavar="N", help="how many top kernels")) -> None:
+            top: int = typer.Option(10, "--top", min=1, metavar="N", help="how many top kernels"),
+            specs: Optional[Path] = SpecsOpt, origin: Optional[str] = FromOpt) -> None:
     """Summarize a trace (or each trace of a directory): origin GPU, steps, CPU/GPU time per step, kernels by
-    class, top kernels."""
+    class, top kernels, and the origin step compare reports (a directory's ranks replayed jointly)."""
     from habitat_trace.commands import inspect as cmd
     from habitat_trace.commands.render import check_format
 
-    _render(cmd.report(trace, top=top), check_format(fmt))
+    check_format(fmt)
+    options = _options(locals())
+    _show(lambda: cmd.report(trace, options, top=top), fmt)
 
 
 @app.command()
@@ -116,32 +136,20 @@ def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
                                        "- for stdout (JSON)"),
           specs: Optional[Path] = SpecsOpt, origin: Optional[str] = FromOpt,
           interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
-          nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
+          nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
+          keep_profiler_overhead: bool = KeepOverheadOpt,
           jobs: int = typer.Option(1, "--jobs", "-j", metavar="N", help="processes: traces and targets in parallel"),
           fmt: str = FormatOpt, world_size: int = WorldSizeOpt, strategy: str = StrategyOpt,
-          bucket_mb: float = BucketMbOpt) -> None:
+          bucket_mb: float = BucketMbOpt, measured_step: Optional[str] = MeasuredStepOpt) -> None:
     """Write the trace as it would run on another GPU (TRACE a directory: every trace in it; the ranks of one
     distributed run are replayed jointly); one report of what was written."""
     from habitat_trace.commands import scale as cmd
     from habitat_trace.commands.render import check_format
 
     check_format(fmt)
-    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
-                       bucket_mb)
-    try:
-        report = cmd.report(trace, to=to, out=out, options=options, jobs=jobs)
-    except cmd.ReportedError as exc:
-        _result(exc.report, fmt, out)
-        raise
-    _result(report, fmt, out)
-
-
-def _result(report: Any, fmt: str, out: str) -> None:
-    """scale's report: a result (not under -q); on stderr when the trace went to stdout."""
-    from habitat_trace.commands.common import quiet
-
-    if not quiet():
-        _render(report, fmt, stderr=out == "-")
+    options = _options(locals())
+    # the report of what was written (not under -q), on stderr when the trace went to stdout
+    _show(lambda: cmd.report(trace, to=to, out=out, options=options, jobs=jobs), fmt, result=True, stderr=out == "-")
 
 
 @app.command()
@@ -152,15 +160,15 @@ def check(trace: Path = typer.Argument(..., metavar="TRACE", help="Chrome-trace 
                                                      "records, else the file it names beside it); its own "
                                                      "violations only warn"),
           fmt: str = FormatOpt) -> None:
-    """Check a trace against the rules Perfetto's JSON importer applies; exit 1 on violations."""
+    """Check a trace against the rules Perfetto's JSON importer applies; exit 1 on violations habitat-trace made."""
     from habitat_trace.commands import check as cmd
-    from habitat_trace.commands.render import check_format
-
     from habitat_trace.commands.common import quiet
+    from habitat_trace.commands.render import check_format
 
     check_format(fmt)
     report, errors = cmd.report(trace, source=source)
-    _render(dataclasses.replace(report, notes=()) if quiet() and not errors else report, fmt)  # -q: no "ok" line
+    if not (quiet() and fmt == "table"):  # -q: the exit status is the answer (as grep -q); json and csv when asked
+        _render(report, fmt)
     if errors:
         raise typer.Exit(1)
 
@@ -174,34 +182,36 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
                                                 help="write a PNG: iteration time and cost per GPU"),
             origin: Optional[str] = FromOpt,
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
-            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
-            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt) -> None:
+            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
+            keep_profiler_overhead: bool = KeepOverheadOpt,
+            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt,
+            measured_step: Optional[str] = MeasuredStepOpt) -> None:
     """One run against many GPUs: iteration time, speed-up, cost, memory fit (TRACE a directory of per-rank
     traces: the slowest rank's step after a joint replay; --world-size N: a one-GPU trace as one of N ranks)."""
     from habitat_trace.commands import compare as cmd
     from habitat_trace.commands.render import check_format
 
     check_format(fmt)
-    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
-                       bucket_mb)
-    _render(cmd.report(trace, to=to, options=options, prices=price, plot=plot), fmt)
+    options = _options(locals())
+    _show(lambda: cmd.report(trace, to=to, options=options, prices=price, plot=plot), fmt)
 
 
 @app.command()
 def explain(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path] = SpecsOpt, top: int = TopOpt,
             fmt: str = FormatOpt, origin: Optional[str] = FromOpt,
             interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
-            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt, keep: bool = KeepOverheadOpt,
-            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt) -> None:
+            nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
+            keep_profiler_overhead: bool = KeepOverheadOpt,
+            world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt,
+            measured_step: Optional[str] = MeasuredStepOpt) -> None:
     """The ops and kernels whose time changes most on the target, and why; per rank, the step before and after
     (TRACE a directory of per-rank traces: with the collectives' transfer time and the wait for the other ranks)."""
     from habitat_trace.commands import explain as cmd
     from habitat_trace.commands.render import check_format
 
     check_format(fmt)
-    options = _options(specs, origin, cpu_speed, keep, interconnect, gpus_per_node, nodes, world_size, strategy,
-                       bucket_mb)
-    _render(cmd.report(trace, to=to, options=options, top=top), fmt)
+    options = _options(locals())
+    _show(lambda: cmd.report(trace, to=to, options=options, top=top), fmt)
 
 
 @app.command()
@@ -216,7 +226,8 @@ def validate(predicted: Path = typer.Argument(..., metavar="PREDICTED",
     from habitat_trace.commands.render import check_format
 
     check_format(fmt)
-    _render(cmd.report(predicted, measured, options=_options(specs, None), top=top), fmt)
+    options = _options(locals())
+    _show(lambda: cmd.report(predicted, measured, options=options, top=top), fmt)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

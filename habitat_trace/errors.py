@@ -12,6 +12,13 @@ class HabitatTraceError(Exception):
     exit_code = 1
 
 
+class UsageError(HabitatTraceError):
+    """An option's value is out of its range or malformed (--world-size 0, --format xml, --price L4): the exit code
+    of the command line's own usage errors (click's), so that every bad option value exits alike."""
+
+    exit_code = 2
+
+
 class TraceFormatError(HabitatTraceError):
     """The input trace is missing, unreadable, or not a Kineto trace we can use."""
 

@@ -88,13 +88,13 @@ def worker_tag(gpu: str) -> str:
 
 
 def tensorboard_trace_handler(dir_name: str | Path, to: Sequence[str] = ("A100", "H100"),
-                              worker_name: Optional[str] = None, specs: str | Path | None = None,
-                              origin: Optional[str] = None) -> Callable[[Any], list[Path]]:
+                              worker_name: Optional[str] = None, **options: Any) -> Callable[[Any], list[Path]]:
     """A ``torch.profiler`` ``on_trace_ready`` handler writing the original and one trace per GPU in ``to``.
 
-    ``worker_name`` defaults to ``{hostname}_{pid}`` (as torch's handler); ``specs`` is an extra catalog TOML;
-    ``origin`` names the recording GPU when its deviceProperties name is not in the catalog. The handler
-    returns the paths it wrote (torch ignores the value).
+    ``worker_name`` defaults to ``{hostname}_{pid}`` (as torch's handler); ``options`` are the ones every command
+    takes, by their keyword (pipeline.options.Options.of, as ``habitat_trace.open``): e.g. ``specs`` (an extra
+    catalog TOML), ``origin`` (the recording GPU when its deviceProperties name is not in the catalog),
+    ``cpu_speed``, ``world_size``. The handler returns the paths it wrote (torch ignores the value).
 
     >>> import habitat_trace
     >>> handler = habitat_trace.tensorboard_trace_handler("runs/mlp", to=["A100", "L4"])
@@ -104,9 +104,9 @@ def tensorboard_trace_handler(dir_name: str | Path, to: Sequence[str] = ("A100",
     from habitat_trace.pipeline import Options
     from habitat_trace.pipeline.options import ALL, split_list
 
-    options = Options.load(specs, origin)  # the --specs file's name goes into the outputs, never its directory
+    opts = Options.of(**options)  # the --specs file's name goes into the outputs, never its directory
     names = split_list(list(to))
-    gpus = options.targets(names)  # a typo fails here, not mid-training
+    gpus = opts.targets(names)  # a typo fails here, not mid-training
     tags = names if len(names) == len(gpus) and ALL not in {n.lower() for n in names} else [g.name for g in gpus]
     targets = [(worker_tag(tag), gpu) for tag, gpu in zip(tags, gpus)]
     out_dir = Path(dir_name)
@@ -119,10 +119,11 @@ def tensorboard_trace_handler(dir_name: str | Path, to: Sequence[str] = ("A100",
         original = out_dir / f"{worker}.{stamp}{TRACE_SUFFIX}"
         prof.export_chrome_trace(str(original))
         try:
-            return [original, *_scaled_copies(original, worker, stamp, out_dir, targets, options)]
+            return [original, *_scaled_copies(original, worker, stamp, out_dir, targets, opts)]
         except HabitatTraceError as exc:
             level = logging.DEBUG if warned else logging.WARNING
-            log.log(level, "habitat-trace: wrote %s but no scaled traces: %s", original, exc)
+            log.log(level, "habitat-trace: wrote %s but no scaled traces to %s: %s", original,
+                    ", ".join(t.name for _, t in targets), exc)
             warned.append(True)
             return [original]
 
@@ -130,20 +131,12 @@ def tensorboard_trace_handler(dir_name: str | Path, to: Sequence[str] = ("A100",
 
 
 def _scaled_copies(original: Path, worker: str, stamp: int, out_dir: Path, targets: list[tuple[str, Any]],
-           options: Any) -> list[Path]:
+                   options: Any) -> list[Path]:
+    from habitat_trace.api import Trace
     from habitat_trace.emit.writer import write_trace
-    from habitat_trace.errors import UnsupportedTraceError
-    from habitat_trace.ingest import load
-    from habitat_trace.pipeline import Run
     from habitat_trace.pipeline.document import target_document
 
-    trace = load(original, require_gpu=False)
-    if len(trace.gpu) == 0:
-        names = ", ".join(t.name for _, t in targets)
-        raise UnsupportedTraceError(
-            f"no GPU kernels to scale to {names} (CPU-only profile); profile with "
-            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a CUDA device")
-    run = Run([trace], options)
+    run = Trace.read(original, options).run
     written = []
     for tag, target in targets:
         [rr] = run.replay(target).ranks

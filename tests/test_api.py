@@ -57,6 +57,7 @@ def test_every_module_with_examples_is_doctested() -> None:
     assert NEEDS_TORCH <= {t.name for t in DOCTESTS}
 
 
+@pytest.mark.slow
 def test_issue26_item1_doctests_pass_without_torch(tmp_path: Path) -> None:
     """Issue 26, item 1: the README's ``pip install -e ".[test]"`` then ``python -m pytest -q`` failed on a machine
     without torch (the hook's doctest imports it; CI pre-installs torch and hid it). Here torch cannot be imported
@@ -67,7 +68,7 @@ def test_issue26_item1_doctests_pass_without_torch(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_api.py",
-                           "-k", "docstring_examples"], cwd=ROOT, env=env, capture_output=True, text=True)
+                           "-k", "docstring_examples", "--all"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "skipped" in done.stdout
 
@@ -141,7 +142,8 @@ def test_write_original_unchanged(trace: api.Trace, tmp_path: Path) -> None:
         trace.write(MLP_FIXTURE)
 
 
+@pytest.mark.slow
 def test_compare_entry_point() -> None:
     frame = habitat_trace.compare(str(MLP_FIXTURE), to=["A100", "L4"])
     assert isinstance(frame, pd.DataFrame) and len(frame) >= 2
-    assert habitat_trace.compare is habitat_trace.analysis.compare.compare
+    assert habitat_trace.compare is habitat_trace.api.compare

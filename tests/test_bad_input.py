@@ -64,6 +64,7 @@ def _bad_file(tmp_path: Path, case: str) -> Path:
 
 
 @pytest.mark.parametrize("case", CASES)
+@pytest.mark.slow
 def test_bad_input_is_one_error_line(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _bad_file(tmp_path, case)
     _, cls, words = CASES[case]
@@ -79,6 +80,7 @@ def test_bad_input_is_one_error_line(case: str, tmp_path: Path, capsys: pytest.C
 
 
 @pytest.mark.parametrize("case", ["truncated_gzip", "nan_dur", "cpu_only"])
+@pytest.mark.slow
 def test_bad_input_through_the_real_entry_point(case: str, tmp_path: Path) -> None:
     """The console script path: a fresh interpreter, stderr is one line, no traceback."""
     path = _bad_file(tmp_path, case)

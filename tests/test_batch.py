@@ -34,6 +34,7 @@ def test_jobs_capped_by_memory(tmp_path: Path) -> None:
     assert plan_jobs(sizes, 8, 1, memory=10**12)[0] == 1  # never more workers than work
 
 
+@pytest.mark.slow
 def test_scale_dir_in_parallel_with_one_summary(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     d, out = tmp_path / "ranks", tmp_path / "out"
     d.mkdir()

@@ -46,6 +46,7 @@ def _assert_same_trace(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert document_bytes(chunked, replay(chunked, pred), pred) == document_bytes(whole, replay(whole, pred), pred)
 
 
+@pytest.mark.slow
 def test_chunks_build_the_tables_of_one_build(monkeypatch: pytest.MonkeyPatch) -> None:
     _assert_same_trace(MLP_FIXTURE, monkeypatch)
 
@@ -56,6 +57,7 @@ def test_chunks_build_the_tables_of_one_build_shared(path: Path, monkeypatch: py
     _assert_same_trace(path, monkeypatch)
 
 
+@pytest.mark.slow
 def test_gzip_output_is_streamed_but_the_same(small_chunks: None, tmp_path: Path) -> None:
     trace = load(DATA / "emit_mlp_h100.pt.trace.json.gz")
     pred = scaled(trace, 2.0)
@@ -80,6 +82,7 @@ def test_a_nan_goes_through_the_whole_document_parse(tmp_path: Path) -> None:
     assert len(trace.gpu) == len(load(MLP_FIXTURE).gpu)
 
 
+@pytest.mark.slow
 def test_a_bare_event_array_is_chunked(tmp_path: Path, small_chunks: None) -> None:
     path = tmp_path / "bare.json"
     path.write_bytes(orjson.dumps(_fixture_doc()["traceEvents"]))
@@ -88,6 +91,7 @@ def test_a_bare_event_array_is_chunked(tmp_path: Path, small_chunks: None) -> No
     assert len(trace.gpu) == len(load(MLP_FIXTURE).gpu)
 
 
+@pytest.mark.slow
 def test_hip_calls_in_a_later_chunk_mark_a_rocm_trace(tmp_path: Path, small_chunks: None) -> None:
     doc = _fixture_doc()
     runtime = [e for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime"]

@@ -26,6 +26,7 @@ import pytest
 
 from tests.conftest import MLP_FIXTURE, ROOT, TRACES, needs_shared
 
+pytestmark = pytest.mark.slow  # a process (an interpreter start) per case: ~80 s in all; CI runs them (--all)
 GPT2 = TRACES / "h100-sxm" / "gpt2_b8_s1024_amp.pt.trace.json.gz"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -185,7 +186,7 @@ def test_output_dash_writes_json_to_stdout_and_the_report_to_stderr(tmp_path: Pa
 
 def test_check_exits_1_on_violations(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"traceEvents": [
+    bad.write_text(json.dumps({"habitat_trace": {"input_violations": {}}, "traceEvents": [  # an output of ours
         {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
         {"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": 5, "dur": 10}]}))
     res = cli("check", bad)

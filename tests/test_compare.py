@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from habitat_trace.cli import main
-from habitat_trace.analysis.compare import COLUMNS, compare
+from habitat_trace import compare
+from habitat_trace.analysis.compare import COLUMNS
 from habitat_trace.ingest import load
 from habitat_trace.analysis.memory import fits, peak_memory
 from tests.conftest import MLP_FIXTURE, ROOT, TRACES, needs_shared
@@ -47,6 +48,7 @@ def _with_memory(tmp_path: Path, total_allocated: int, cat: str | None = "cpu_in
     return path
 
 
+@pytest.mark.slow
 def test_json_contract_exact_keys_types_origin_first() -> None:
     r = _cli("compare", str(MLP_FIXTURE), "--to", "L4,H200,A100", "--format", "json")
     assert r.returncode == 0, r.stderr
@@ -69,6 +71,7 @@ def test_origin_gpu_listed_as_target_is_one_row_with_speedup_exactly_one() -> No
     assert table["speedup"].iat[0] == 1.0
 
 
+@pytest.mark.slow
 def test_csv_has_header_and_one_line_per_gpu() -> None:
     r = _cli("compare", str(MLP_FIXTURE), "--to", "L4,T4", "--format", "csv")
     assert r.returncode == 0, r.stderr
@@ -93,11 +96,12 @@ def test_price_override_and_cost_per_1k_iterations() -> None:
 def test_bad_price_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["compare", str(MLP_FIXTURE), "--to", "L4", "--price", "L4:0.5"])
-    assert exc.value.code == 1
+    assert exc.value.code == 2  # a usage error (issue 33, item 7)
     err = capsys.readouterr().err
     assert err.startswith("error: --price 'L4:0.5'") and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_recorded_peak_over_24_gib_does_not_fit_an_l4(tmp_path: Path) -> None:
     path = _with_memory(tmp_path, 30 * GIB)
     r = _cli("compare", str(path), "--to", "L4,A100", "--format", "json")
@@ -128,6 +132,7 @@ def test_estimate_on_a_shared_trace_without_memory_events() -> None:
     assert source == "estimate" and 1.0 < gib < 40.0  # ResNet-50 b64 fp32 trains in ~10-20 GiB
 
 
+@pytest.mark.slow
 def test_plot_writes_a_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "cmp.png"
@@ -138,6 +143,7 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["cmp.png"]  # no temporary file left
 
 
+@pytest.mark.slow
 def test_unknown_gpu_is_one_line_with_suggestions_exit_4() -> None:
     r = _cli("compare", str(MLP_FIXTURE), "--to", "L4,H1OO", "--format", "json")
     assert r.returncode == 4

@@ -91,6 +91,7 @@ def test_a_faster_target_is_never_slower(ks: list[dict], ro: rates.Rates, rt: ra
 
 
 @given(kernels, gpu_rates, gpu_rates)
+@pytest.mark.slow
 def test_durations_positive_and_split_consistent(ks: list[dict], ro: rates.Rates, rt: rates.Rates) -> None:
     t, parts = crossarch.predict_ns(_work(ks), ro, rt)
     assert t.shape == (len(ks),) and np.all(np.isfinite(t)) and np.all(t > 0)

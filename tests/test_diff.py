@@ -3,9 +3,11 @@
 The traces are built here (tests/dist_helpers.ddp_trace: two ranks of a DDP step on an H100, a GEMM and an NCCL
 all-reduce per step); ``{file}`` is rank 0's trace, ``{dir}`` the directory of both ranks, ``{one}`` a directory
 holding rank 0's trace alone; ``{mlp}`` is the one-GPU training step of tests/data (MLP_FIXTURE), for scale-out
-(``--world-size``). Each case runs the CLI in that directory and compares its ``--format csv`` output
+(``--world-size``); ``{kineto}`` an unmodified torch.profiler trace (tests/data/a100_nccl_step5.json.gz, with the
+rule violations Kineto writes). Each case runs the CLI in that directory and compares its ``--format csv`` output
 with tests/data/diff/<case>.csv, byte for byte. The cases cross file and directory inputs with the options every
-predicting command takes (--to lists, --cpu-speed, --keep-profiler-overhead, --price, the deployment what-ifs).
+predicting command takes (--to lists, --cpu-speed, --keep-profiler-overhead, --price, the deployment what-ifs), and
+cover every command: check and gpus (its table changes with specs/gpus.toml: regenerate it then) too.
 
 After an intended change of the model or of a table, regenerate the expected files and review their diff:
     HABITAT_UPDATE_DIFF=1 python -m pytest -q tests/test_diff.py
@@ -38,6 +40,9 @@ CASES = {
     "scale_dir": ["scale", "{dir}", "--to", "H200,A100", "-o", "out/", "--cpu-speed", "0.5"],
     "inspect_dir": ["inspect", "{dir}", "--top", "2"],
     "validate_file": ["validate", "{file}", "{file}", "--top", "1"],
+    "validate_dir": ["validate", "{dir}", "{dir}", "--top", "1"],
+    "check_kineto": ["check", "{kineto}"],
+    "gpus": ["gpus"],
     # scale-out from one GPU (issue 27): DDP on one node, FSDP over two nodes, DDP's bucket cap, explain's tables
     "compare_mlp_ddp8": ["compare", "{mlp}", "--to", "H200", "--world-size", "8"],
     "compare_mlp_fsdp16_two_nodes": ["compare", "{mlp}", "--to", "H200", "--world-size", "16", "--strategy", "fsdp",
@@ -59,12 +64,14 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     write(ddp_trace(rank=0, world=2, device=H100, gemm_us=500), tmp_path / "one" / "rank0.pt.trace.json.gz")
     write(ddp_trace(rank=0, world=2, device=H100, gemm_us=500), tmp_path / "rank0.pt.trace.json.gz")
     shutil.copyfile(MLP_FIXTURE, tmp_path / "mlp.pt.trace.json.gz")
+    shutil.copyfile(DATA / "a100_nccl_step5.json.gz", tmp_path / "kineto.json.gz")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
 
 def csv_of(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    names = {"{file}": "rank0.pt.trace.json.gz", "{dir}": "ranks", "{one}": "one", "{mlp}": "mlp.pt.trace.json.gz"}
+    names = {"{file}": "rank0.pt.trace.json.gz", "{dir}": "ranks", "{one}": "one", "{mlp}": "mlp.pt.trace.json.gz",
+             "{kineto}": "kineto.json.gz"}
     main([names.get(a, a) for a in args] + ["--format", "csv"])
     return capsys.readouterr().out
 

@@ -194,6 +194,7 @@ def test_golden_tiny_trace(tmp_path: Path) -> None:
         assert expected in text, expected
 
 
+@pytest.mark.slow
 def test_output_loads_in_hta(tmp_path: Path) -> None:
     viewer("hta", "HolisticTraceAnalysis")
     from hta.trace_analysis import TraceAnalysis

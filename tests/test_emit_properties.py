@@ -3,6 +3,7 @@ arbitrary per-kernel factors (deterministic under CI, see conftest)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +56,7 @@ _TRACE = load(FIXTURE)
 
 @settings(max_examples=25)
 @given(st.integers(0, 2**32 - 1))
+@pytest.mark.slow
 def test_replay_invariants_under_random_factors(seed: int) -> None:
     rng = np.random.default_rng(seed)
     old = _TRACE.gpu["dur_ns"].to_numpy()

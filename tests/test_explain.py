@@ -75,6 +75,7 @@ def test_explain_shared_trace_ops_shares_sum_to_at_most_one(catalog) -> None:
     assert step["origin_gpu_idle_ms"] == pytest.approx(step["origin_iteration_ms"] - step["origin_gpu_busy_ms"])
 
 
+@pytest.mark.slow
 def test_explain_json_cli_on_fixture() -> None:
     r = subprocess.run([sys.executable, "-m", "habitat_trace.cli", "explain", str(MLP_FIXTURE), "--to", "A100",
                         "--top", "3", "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -86,6 +87,7 @@ def test_explain_json_cli_on_fixture() -> None:
     assert sum(r["share"] for r in e["ops"]) <= 1.0 + 1e-9
 
 
+@pytest.mark.slow
 def test_explain_table_and_unknown_gpu() -> None:
     r = subprocess.run([sys.executable, "-m", "habitat_trace.cli", "explain", str(MLP_FIXTURE), "--to", "L4"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -41,6 +41,7 @@ def workers(directory: Path) -> dict[str, str]:
     return found
 
 
+@pytest.mark.slow
 def test_cpu_only_profile_writes_the_original_and_warns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -58,7 +59,8 @@ def test_cpu_only_profile_writes_the_original_and_warns(tmp_path: Path, caplog: 
     assert habitat_trace.hook.log.name == "habitat_trace.hook"
     [record] = [r for r in caplog.records if r.name == "habitat_trace.hook"]
     assert record.levelno == logging.WARNING
-    assert "no GPU kernels to scale to A100 SXM4 80GB, H100 SXM5 80GB (CPU-only profile)" in record.getMessage()
+    assert "no scaled traces to A100 SXM4 80GB, H100 SXM5 80GB" in record.getMessage()
+    assert "no GPU kernels in this trace (CPU-only profile)" in record.getMessage()
     assert_perfetto_ok(written[0])
 
 
@@ -110,6 +112,7 @@ def test_worker_tag(name: str, tag: str) -> None:
     assert worker_tag(name) == tag
 
 
+@pytest.mark.slow
 def test_tb_profiler_loads_one_run_with_a_worker_per_gpu(tmp_path: Path) -> None:
     viewer("torch_tb_profiler", "torch-tb-profiler")
     from torch_tb_profiler import consts

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from habitat_trace.cli import main
-from habitat_trace.errors import HabitatTraceError
+from habitat_trace.errors import UsageError
 from habitat_trace.ingest import load
 from habitat_trace.ingest.classify import NAME_RULES, OTHER
 from habitat_trace.analysis.report import short_name, summarize
@@ -67,7 +67,7 @@ def test_table_format_prints_every_section(capsys: pytest.CaptureFixture[str]) -
 def test_unknown_format_is_a_clean_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["inspect", str(MLP_FIXTURE), "--format", "yaml"])
-    assert exit_info.value.code == HabitatTraceError.exit_code
+    assert exit_info.value.code == UsageError.exit_code == 2  # a usage error (issue 33, item 7)
     assert capsys.readouterr().err.startswith("error: --format 'yaml'")
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,7 @@ def ends_together(replay: Any) -> bool:
     return bool((c.assign(end=end).groupby("key")["end"].nunique() == 1).all())
 
 
+@pytest.mark.slow
 def test_fsdp_joint_replay_settles_where_waits_grew_1000x_a_pass_to_overflow() -> None:
     """Two ProfilerSteps of a 2-rank FSDP MLP on an H100 pair (all-gather and reduce-scatter on two streams): the
     durations-iterating fixed point grew every wait ~1000x a pass until OverflowError in schedule."""
@@ -52,6 +54,7 @@ def swap_seq(doc: dict[str, Any], order: list[int]) -> dict[str, Any]:
 @settings(max_examples=20, deadline=None)
 @given(steps=st.integers(2, 4), gemm_us=st.lists(st.floats(100, 3000), min_size=2, max_size=2),
        nccl_us=st.floats(50, 2000), data=st.data())
+@pytest.mark.slow
 def test_a_cross_rank_cycle_stops_with_one_warning_never_overflows(steps: int, gemm_us: list[float],
                                                                    nccl_us: float, data: Any) -> None:
     """Rank 1 issuing the matched collectives in another order is a cycle (no layout ends them together): the

@@ -14,7 +14,7 @@ from habitat_trace.analysis.compare import collective_split
 from habitat_trace.cli import main
 from habitat_trace.errors import TraceFormatError
 from habitat_trace.ingest import schema as S
-from habitat_trace.pipeline import Host, Options, Run
+from habitat_trace.pipeline import Options, Run
 from habitat_trace.scale.specs import load_catalog
 from habitat_trace.timeline.joint import match
 from tests.dist_helpers import ddp_trace, write
@@ -98,6 +98,7 @@ def test_compare_reports_the_slowest_rank(tmp_path: Path) -> None:
     assert table["iteration_ms"].iat[1] == pytest.approx(max(r.headline.iteration_ms for r in replay.ranks))
 
 
+@pytest.mark.slow
 def test_compare_and_explain_dir_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     d = rank_dir(tmp_path)
     main(["compare", str(d), "--to", "A100", "--format", "json"])
@@ -140,13 +141,14 @@ def test_whatifs_mean_the_same_for_one_trace(tmp_path: Path, capsys: pytest.Capt
     assert busy["2"] > busy["1"]  # across two nodes the all-reduce crosses the network
 
 
+@pytest.mark.slow
 def test_ranks_run_on_their_host_clocks(tmp_path: Path) -> None:
     """issue 16 for compare/explain DIR: each rank's CPU side is replayed without the profiler's overhead (as for one
     trace) unless kept; a slower host (--cpu-speed) is never faster."""
     d = rank_dir(tmp_path)
-    kept = habitat_trace.compare(d, ["A100"], host=Host(keep_profiler_overhead=True))
+    kept = habitat_trace.compare(d, ["A100"], keep_profiler_overhead=True)
     default = habitat_trace.compare(d, ["A100"])
-    slow = habitat_trace.compare(d, ["A100"], host=Host(cpu_speed=0.25))
+    slow = habitat_trace.compare(d, ["A100"], cpu_speed=0.25)
     assert (default["iteration_ms"] <= kept["iteration_ms"] + 1e-9).all()
     assert (slow["iteration_ms"] >= default["iteration_ms"] - 1e-9).all()
     assert (slow["iteration_ms"] > default["iteration_ms"]).any()  # the CPU clock reaches the joint replay

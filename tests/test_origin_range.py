@@ -1,5 +1,5 @@
 """Issue 28: the origin's real step from any trace. The overhead estimate never leaves a step shorter than what the
-trace proves (timeline/floors.py), comes with a range (overhead.removal_range, timeline/hostband.py) and a warning
+trace proves (timeline/floors.py), comes with a range (timeline/hostband.py) and a warning
 when it is most of the step; the issue's cases are pinned by name."""
 from __future__ import annotations
 
@@ -108,18 +108,18 @@ calls_st = st.lists(st.tuples(st.integers(0, 5 * US), st.integers(0, 30 * US)), 
 
 
 @given(ops_st, calls_st, st.floats(0.1, 50.0))
-def test_estimate_never_leaves_a_step_below_its_floor_and_its_range_holds_it(
+@pytest.mark.slow
+def test_estimate_never_leaves_a_step_below_its_floor(
         evs: list[tuple[int, int]], calls: list[tuple[int, int]], scale: float) -> None:
     ops, c, steps = _op_tables(evs, calls)
     est = OH.estimate_tables(ops, c, steps, scale=scale)
     span = steps[S.DUR].to_numpy()
     assert est.floor is not None
     assert (span - est.per_step_ns >= est.floor.host_ns).all() and (est.per_step_ns >= 0).all()
-    assert (est.low_per_step_ns <= est.per_step_ns).all() and (est.per_step_ns <= est.high_per_step_ns).all()
-    assert (span - est.high_per_step_ns >= np.minimum(est.floor.host_ns, span)).all()
 
 
 @given(ops_st, calls_st, st.floats(0.1, 50.0))
+@pytest.mark.slow
 def test_removing_overhead_never_shortens_a_launch_call_below_its_own_cost(
         evs: list[tuple[int, int]], calls: list[tuple[int, int]], scale: float) -> None:
     ops, c, steps = _op_tables(evs, calls)
@@ -150,6 +150,7 @@ def test_iteration_range_holds_the_central_value_and_the_floor(fast: float, slow
 
 @settings(max_examples=15)
 @given(st.floats(0.05, 100.0))
+@pytest.mark.slow
 def test_removing_overhead_never_makes_the_origin_shorter_than_its_busy_time(scale: float) -> None:
     """However much the model removes (``scale``: the hook's calibration factor, here beyond its 1/3..3), the
     origin's iteration is never shorter than what the trace proves nor than its replayed GPU busy time."""
@@ -165,7 +166,7 @@ def test_removing_overhead_never_makes_the_origin_shorter_than_its_busy_time(sca
 
 
 # ---------------------------------------------------------------- the issue's cases (../shared)
-OPTIONS = Options.load()
+OPTIONS = Options.of()
 
 
 def origin_range(path: Path) -> tuple[float, float, float, float]:
@@ -250,7 +251,7 @@ def test_issue28_no_shared_trace_below_its_floor_or_silently_above_60pct(path: P
 # ---------------------------------------------------------------- the range in every output (one Headline)
 def test_compare_rows_carry_the_iteration_range_around_their_value() -> None:
     """Issue 28: the origin and every target say where the trace cannot tell: low <= iteration <= high."""
-    from habitat_trace.analysis.compare import compare
+    from habitat_trace import compare
 
     table = compare(MLP_FIXTURE, ["A100", "L4", "H200"])
     assert (table["iteration_low_ms"] <= table["iteration_ms"] + 1e-9).all()
@@ -258,7 +259,7 @@ def test_compare_rows_carry_the_iteration_range_around_their_value() -> None:
     assert set(table["range_source"]) == {"model"}
     launch_bound = table[table["bound"] == "launch"]
     assert len(launch_bound) and (launch_bound["iteration_high_ms"] > launch_bound["iteration_low_ms"]).all()
-    kept = compare(MLP_FIXTURE, ["A100"], host=pipeline.Host(keep_profiler_overhead=True))
+    kept = compare(MLP_FIXTURE, ["A100"], keep_profiler_overhead=True)
     assert set(kept["range_source"]) == {"none"}  # nothing estimated: the recorded host is the host
     assert (kept["iteration_low_ms"] == kept["iteration_ms"]).all() and (kept["iteration_high_ms"] ==
                                                                          kept["iteration_ms"]).all()
@@ -268,7 +269,7 @@ def test_a_measured_step_s_range_is_the_loops_noise(tmp_path: Path) -> None:
     import gzip
     import json
 
-    from habitat_trace.analysis.compare import compare
+    from habitat_trace import compare
 
     doc = json.loads(gzip.decompress(MLP_FIXTURE.read_bytes()))
     doc[S.UNPROFILED_STEP_KEY] = [2_600_000, 2_700_000, 2_650_000]
@@ -280,12 +281,13 @@ def test_a_measured_step_s_range_is_the_loops_noise(tmp_path: Path) -> None:
     assert origin["iteration_high_ms"] == pytest.approx(2.65 * hostband.MEASURED_SLOW)
 
 
+@pytest.mark.slow
 def test_scale_explain_and_the_written_header_report_compares_range(tmp_path: Path) -> None:
     """One Headline: scale's report, the written trace's header and explain's steps say what compare says."""
     import gzip
     import json
 
-    from habitat_trace.analysis.compare import compare
+    from habitat_trace import compare
     from habitat_trace.cli import main
 
     row = compare(MLP_FIXTURE, ["L4"]).iloc[1]
@@ -304,12 +306,12 @@ def test_scale_explain_and_the_written_header_report_compares_range(tmp_path: Pa
 def test_issue28_a100_nccl_inspect_and_compare_say_one_thing_and_warn() -> None:
     """Issue 28: inspect implied a 1.4 ms real step where compare's origin row (and scale) say 41.5 ms; now inspect
     reports compare's origin row, and every row carries the estimate's warnings."""
-    from habitat_trace.analysis.compare import compare
-    from habitat_trace.analysis.report import summarize
+    import habitat_trace
 
     path = SHARED / "data" / "external-traces" / "a100_nccl.json.gz"
-    table = compare(path, ["H100"])
-    summary = summarize(load(path))
+    trace = habitat_trace.open(path)
+    table = trace.compare(["H100"])
+    summary = trace.summary()
     origin = table.iloc[0]
     assert summary["profiler_overhead"]["origin_step_ms"] == origin["iteration_ms"]
     assert summary["profiler_overhead"]["origin_step_high_ms"] == origin["iteration_high_ms"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
@@ -35,6 +36,7 @@ events = st.lists(st.tuples(st.integers(0, 10_000_000), st.integers(0, 50_000), 
 
 
 @given(events)
+@pytest.mark.slow
 def test_overhead_bounded_and_nonnegative(evs: list[tuple[int, int, int]]) -> None:
     ts, dur, tid = map(list, zip(*evs))
     ops, calls, steps = _tables(ts, dur, tid)
@@ -48,6 +50,7 @@ def test_overhead_bounded_and_nonnegative(evs: list[tuple[int, int, int]]) -> No
 
 
 @given(events)
+@pytest.mark.slow
 def test_shift_is_a_monotone_time_map(evs: list[tuple[int, int, int]]) -> None:
     ts, dur, tid = map(list, zip(*evs))
     est = OH.estimate_tables(*_tables(ts, dur, tid))
@@ -58,6 +61,7 @@ def test_shift_is_a_monotone_time_map(evs: list[tuple[int, int, int]]) -> None:
 
 
 @given(st.integers(1, 40), st.integers(1, 40))
+@pytest.mark.slow
 def test_monotone_in_number_of_recorded_events(k1: int, k2: int) -> None:
     lo, hi = sorted((k1, k2))
 

@@ -46,6 +46,7 @@ def test_api_scaled_tables_equal_the_written_trace_reread(tmp_path: Path) -> Non
     assert mine.meta["habitat_trace"] == reread.meta["habitat_trace"]
 
 
+@pytest.mark.slow
 def test_rescaling_an_output_works_from_the_cli_and_the_api_alike(tmp_path: Path) -> None:
     """Regression (issue 15): `habitat-trace scale out.a100... --to H100` exited 4 ("origin GPU 'A100 SXM4 80GB'
     is not in the catalog") while the API's own origin rule accepted the catalog name an output carries."""
@@ -112,6 +113,7 @@ def test_scaled_carries_the_engine_facts_once() -> None:
 @pytest.mark.parametrize("arg, value, says", [("registers per thread", -1, "registers per thread -1 out of range"),
                                                ("shared memory", -4096, "shared memory -4096 out of range"),
                                                ("registers per thread", 300, "registers per thread 300 out of range")])
+@pytest.mark.slow
 def test_out_of_range_launch_parameters_fall_back_with_a_reason(tmp_path: Path, arg: str, value: int,
                                                                 says: str) -> None:
     """Regression (issue 15): a kernel with "registers per thread": -1 or negative shared memory crashed in

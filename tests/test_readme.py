@@ -1,5 +1,5 @@
 """The README (and the docs pages a user follows) as a test: every ```bash command and ```python snippet is run,
-every generated table and the figure match what benchmarks/readme_figures.py writes today, every link resolves.
+every link resolves (the generated tables and the figure: benchmarks/tests/test_readme_figures.py).
 
 Each block runs in a fresh temporary directory holding ``prof.pt.trace.json.gz`` (the MLP fixture of tests/data,
 standing in for the user's trace) and ``a100.pt.trace.json.gz`` (the README's main job run on it). ``habitat-trace``
@@ -9,7 +9,6 @@ prefix are not run, for the reason given.
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import re
 import shlex
 import shutil
@@ -121,6 +120,7 @@ def _skip_unless_runnable(block: Block) -> None:
 
 
 @pytest.mark.parametrize("block", ALL_BLOCKS, ids=lambda b: b.id)
+@pytest.mark.slow
 def test_block_runs(block: Block, workdir: Path, bin_dir: Path, capsys: pytest.CaptureFixture) -> None:
     _skip_unless_runnable(block)
     if block.lang == "python":
@@ -145,6 +145,7 @@ def _python_block(page: Path, marker: str) -> Block:
     return block
 
 
+@pytest.mark.slow
 def test_api_snippet_writes_an_a100_trace_and_prints_what_it_says(workdir: Path, capsys) -> None:
     block = _python_block(README, 'trace.scale(to="A100")')
     exec(compile(block.code, block.id, "exec"), {})
@@ -155,6 +156,7 @@ def test_api_snippet_writes_an_a100_trace_and_prints_what_it_says(workdir: Path,
     assert capsys.readouterr().out.splitlines()[0] == shown
 
 
+@pytest.mark.slow
 def test_record_snippet_exports_a_gzipped_trace(workdir: Path) -> None:
     pytest.importorskip("torch")
     (workdir / "prof.pt.trace.json.gz").unlink()
@@ -163,6 +165,7 @@ def test_record_snippet_exports_a_gzipped_trace(workdir: Path) -> None:
     assert b"traceEvents" in gzip.decompress((workdir / "prof.pt.trace.json.gz").read_bytes())
 
 
+@pytest.mark.slow
 def test_hook_snippet_on_cpu(workdir: Path) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -257,53 +260,3 @@ def test_relative_links_resolve(page: Path) -> None:
         if anchor:
             headings = re.findall(r"^#+ (.*)$", target.read_text(), re.M)
             assert anchor in {_anchor(h) for h in headings}, f"{page.name}: no heading for #{anchor} in {target.name}"
-
-
-# --- generated sections and the figure ------------------------------------------------------------------------
-
-def _figures():
-    spec = importlib.util.spec_from_file_location("readme_figures", ROOT / "benchmarks" / "readme_figures.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules["readme_figures"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
-FIG = _figures()
-GENERATED = [(page, name) for page in FIG.DOCS for name in FIG.sections(page.read_text())]
-
-
-def test_every_generated_section_has_a_generator() -> None:
-    assert {name for _, name in GENERATED} == set(FIG.SECTIONS)
-
-
-@pytest.mark.parametrize(("page", "name"), GENERATED, ids=lambda x: x if isinstance(x, str) else x.name)
-def test_generated_section_is_current(page: Path, name: str) -> None:
-    if FIG.SECTIONS[name].needs_shared and not TRACES.is_dir():
-        pytest.skip("../shared data is absent")
-    assert FIG.sections(page.read_text())[name] == FIG.SECTIONS[name].render(), (
-        f"{page.name}: section {name} is stale; run python benchmarks/readme_figures.py")
-
-
-@pytest.mark.skipif(not TRACES.is_dir(), reason="../shared data is absent")
-def test_figure_was_drawn_from_the_current_table() -> None:
-    table = FIG.compare_table_text(FIG.sections(README.read_text())["compare-table"])
-    assert FIG.figure_hash(FIG.FIGURE) == FIG.table_hash(table), "docs/compare.png is stale: run readme_figures.py"
-
-
-def test_a_stale_section_is_found_and_refreshed() -> None:
-    """The staleness check can fail: an edited number is reported, and refresh() puts the generated text back."""
-    text = README.read_text()
-    body = FIG.sections(text)["accuracy-summary"]
-    stale = text.replace(body, body.replace("%", "0%", 1))
-    assert FIG.sections(stale)["accuracy-summary"] != FIG.SECTIONS["accuracy-summary"].render()
-    assert FIG.refresh(stale, {"accuracy-summary": FIG.SECTIONS["accuracy-summary"].render()}) == text
-
-
-def test_figure_hash_round_trips(tmp_path: Path) -> None:
-    """The tEXt chunk readme_figures.py adds is found again, and a PNG without it has none."""
-    png = tmp_path / "plain.png"
-    png.write_bytes(FIG.FIGURE.read_bytes().replace(FIG.PNG_KEY.encode(), b"x" * len(FIG.PNG_KEY)))
-    assert FIG.figure_hash(png) is None
-    FIG._write_figure(png, tmp_path / "tagged.png", "a table\n")
-    assert FIG.figure_hash(tmp_path / "tagged.png") == FIG.table_hash("a table\n")

@@ -76,7 +76,7 @@ def test_several_targets_need_an_existing_directory(fakes: None, tmp_path: Path)
     from habitat_trace.errors import OutputError
 
     with pytest.raises(OutputError, match="must be an existing directory"):
-        report(FIXTURE, ["L4", "A100 SXM4 80GB"], str(tmp_path / "missing"), Options.load())
+        report(FIXTURE, ["L4", "A100 SXM4 80GB"], str(tmp_path / "missing"), Options.of())
 
 
 def test_unknown_origin_names_from(fakes: None, tmp_path: Path) -> None:
@@ -85,8 +85,8 @@ def test_unknown_origin_names_from(fakes: None, tmp_path: Path) -> None:
 
     src.write_bytes(gzip.decompress(FIXTURE.read_bytes()).replace(b"NVIDIA H100 80GB HBM3", b"Mystery GPU"))
     with pytest.raises(SpecError, match="--from"):
-        report(src, ["L4"], str(tmp_path / "o.json"), Options.load())
-    report(src, ["L4"], str(tmp_path / "o.json"), Options.load(origin="H100 SXM5 80GB"))
+        report(src, ["L4"], str(tmp_path / "o.json"), Options.of())
+    report(src, ["L4"], str(tmp_path / "o.json"), Options.of(origin="H100 SXM5 80GB"))
     assert (tmp_path / "o.json").exists()
 
 

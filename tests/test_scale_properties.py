@@ -7,6 +7,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 import pandas as pd
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -69,6 +70,7 @@ def test_same_gpu_is_identity(ks: list[dict], gpu) -> None:
 
 @settings(max_examples=40)
 @given(kernels, st.sampled_from(GPUS), st.sampled_from(GPUS))
+@pytest.mark.slow
 def test_positive_durations_and_one_prediction_per_kernel(ks: list[dict], a, b) -> None:
     trace = _trace(ks)
     pred = predict(trace, a, b)
@@ -107,6 +109,7 @@ def _faster(spec, field: str, factor: float):
 @settings(max_examples=40)
 @given(kernels, st.sampled_from(GPUS), st.sampled_from(GPUS),
        st.sampled_from(["memory_bandwidth_gbs", "sms", "boost_clock_mhz"]), st.floats(1.05, 3.0))
+@pytest.mark.slow
 def test_more_bandwidth_sms_or_clock_is_never_slower(ks, origin, target, field, factor) -> None:
     trace = _trace(ks)
     base = predict(trace, origin, target)
@@ -122,6 +125,7 @@ FASTER_THAN_ITS_FLOPS = [{"op": 0, "blocks": 0, "threads": 0, "regs": 0, "smem":
 @settings(max_examples=40)
 @given(kernels)
 @example(FASTER_THAN_ITS_FLOPS)
+@pytest.mark.slow
 def test_bandwidth_only_round_trip_is_close(ks: list[dict]) -> None:
     """A->B->A where only DRAM bandwidth differs: each leg uses the leg's own γ, so the trip is not
     exactly invertible, but it must come back within 25% per kernel and 10% in total."""

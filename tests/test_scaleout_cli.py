@@ -41,6 +41,7 @@ def _compare(capsys: pytest.CaptureFixture[str], *extra: str) -> list[dict[str, 
 
 
 @pytest.mark.parametrize("strategy", D.STRATEGIES)
+@pytest.mark.slow
 def test_compare_world_size_8(capsys: pytest.CaptureFixture[str], strategy: str) -> None:
     rows = _compare(capsys, "--world-size", "8", "--strategy", strategy)
     assert [r["gpu"] for r in rows] == ["H100 SXM5 80GB", "A100 SXM4 80GB", "L4"]
@@ -53,6 +54,7 @@ def test_compare_world_size_8(capsys: pytest.CaptureFixture[str], strategy: str)
         assert any(m.endswith("-synthesized") for m in r["method_share"])
 
 
+@pytest.mark.slow
 def test_compare_without_world_size_is_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
     """The default, and --world-size 1 with any strategy: the same bytes, and no scale-out column."""
     plain = _cli(capsys, "compare", str(MLP_FIXTURE), "--to", "A100,L4", "--format", "json")
@@ -79,6 +81,7 @@ def test_explain_world_size(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("strategy", D.STRATEGIES)
+@pytest.mark.slow
 def test_scale_writes_the_communication_stream(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                strategy: str) -> None:
     out = tmp_path / "mlp.a100.x4.pt.trace.json.gz"
@@ -93,6 +96,7 @@ def test_scale_writes_the_communication_stream(capsys: pytest.CaptureFixture[str
     assert back.meta["habitat_trace"]["scale_out"]["strategy"] == strategy
 
 
+@pytest.mark.slow
 def test_the_api_scales_out() -> None:
     import habitat_trace
 
@@ -104,10 +108,11 @@ def test_the_api_scales_out() -> None:
     # more GPU work in all (the collectives and FSDP2's copies); not necessarily a longer busy union per step: the
     # optimizer steps a quarter of the parameters and the collectives overlap the compute stream
     assert k["dur_ns"].sum() > one.kernels["dur_ns"].sum()
-    table = habitat_trace.compare(MLP_FIXTURE, "A100", data_parallel=pipeline.DataParallel(2, "ddp"))
+    table = habitat_trace.compare(MLP_FIXTURE, "A100", world_size=2, strategy="ddp")
     assert (table["world_size"] == 2).all()
 
 
+@pytest.mark.slow
 def test_more_ranks_never_less_communication_per_step() -> None:
     """Through the commands' path: the replayed collectives' GPU time per step never falls as ranks are added
     (one node of 8 H100s, then whole nodes)."""
@@ -180,7 +185,8 @@ def test_issue31_hidden_communication_is_said_under_the_table() -> None:
     communication is under 1% of its step now says that the collectives are hidden (and only that row)."""
     from habitat_trace.commands.compare import notes
 
-    base = {"memory_source": "estimate", "ranks": 1, "world_size": 4, "price_source": ""}
+    base = {"memory_source": "estimate", "ranks": 1, "world_size": 4, "price_source": "", "iteration_source": "given",
+            "iteration_low_ms": 1.0, "iteration_high_ms": 1.0}
     rows = [{**base, "gpu": "H100 SXM5 80GB", "iteration_ms": 66.54, "comm_ms": 5.0, "exposed_comm_ms": 0.11},
             {**base, "gpu": "L4", "iteration_ms": 300.0, "comm_ms": 40.0, "exposed_comm_ms": 12.0}]
     said = [n for n in notes(rows) if n.startswith("communication hidden")]

@@ -40,12 +40,14 @@ EVENTS = [{"ph": "X", "name": s, "args": {"k": s, "nested": [{"a": [1, [2, {"b":
 
 
 @pytest.mark.parametrize("block", BLOCKS)
+@pytest.mark.slow
 def test_tricky_strings_in_every_layout(block: int) -> None:
     for raw in _layouts(_doc(EVENTS)):
         assert _events(raw, block) == EVENTS
 
 
 @pytest.mark.parametrize("block", BLOCKS)
+@pytest.mark.slow
 def test_bare_array(block: int) -> None:
     for raw in _layouts(EVENTS):
         layout = scan(raw, block)
@@ -119,6 +121,7 @@ JSON_VALUE = st.recursive(
 
 @given(events=st.lists(JSON_VALUE, max_size=12), layout=st.integers(0, 3), bare=st.booleans(),
        block=st.sampled_from(BLOCKS))
+@pytest.mark.slow
 def test_scanner_ranges_reproduce_orjson(events: list, layout: int, bare: bool, block: int) -> None:
     raw = _layouts(events if bare else _doc(events))[layout]
     expected = orjson.loads(raw)

@@ -89,6 +89,7 @@ TARGETS = ("RTX 4090", "RTX 5090", "RTX 3090", "RTX PRO 6000 Max-Q", "A100", "L4
 
 
 @pytest.mark.parametrize("model", MODELS)
+@pytest.mark.slow
 def test_origin_invariance(model: str) -> None:
     """The same model recorded on an H100 and on an H200 (8% faster measured: 1.43x the bandwidth, same SMs) lands
     within 5% on every other-chip target (issue 25's done-when), though the two traces' kernel times differ."""
@@ -106,7 +107,7 @@ def test_same_chip_keeps_the_wave_law() -> None:
 NEUSIGHT = SHARED / "data" / "neusight-e2e" / "bert_large-inf-512-8.pt.trace.json.gz"
 
 
-@pytest.mark.skipif(not NEUSIGHT.is_file(), reason="../shared/data/neusight-e2e is absent")
+@pytest.mark.shared(NEUSIGHT.parent)
 def test_fp32_origin_invariance_on_neusight() -> None:
     """FP32 (NeuSight's BERT-Large inference): H100 and H200 traces of one workload predict the same busy time on the
     held-out A100s and L4 (predictions only; their labels are never read) and on the dev V100 and T4."""

@@ -15,6 +15,7 @@ from tests.conftest import ROOT
 
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None and not os.environ.get("CI"),
                     reason="mypy not installed (pip install -e '.[test]')")
+@pytest.mark.slow
 def test_mypy_disallow_untyped_defs_passes() -> None:
     done = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=ROOT, capture_output=True,
                           text=True)

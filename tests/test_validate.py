@@ -7,15 +7,21 @@ from habitat_trace.cli import main
 from habitat_trace.ingest import load
 from habitat_trace.analysis.validate import _pair
 from habitat_trace.analysis.validate import validate as validate_tables
-from habitat_trace.pipeline import Options
+from habitat_trace.pipeline import Options, Run
 from tests.conftest import DATA, TRACES, needs_shared
 
 FIXTURE = DATA / "mlp_b32_fp32.pt.trace.json.gz"
 
 
+def validation(predicted, measured):
+    """analysis.validate of two loaded traces, the measured one replayed on its own as a run of one rank."""
+    options = Options.of()
+    return validate_tables(predicted, measured, options.catalog, lambda: Run([measured], options).baseline().ranks[0])
+
+
 def validate(predicted, measured) -> dict:
     """The report as a dict of rows: "step" by figure (the iteration too), "ops"/"kernels" matched, the worst."""
-    v = validate_tables(predicted, measured, Options.load())
+    v = validation(predicted, measured)
     return _keyed({"steps": v.steps.to_dict("records"), "matched": v.matched.to_dict("records"),
                    "worst_kernels": v.worst_kernels.to_dict("records")})
 
@@ -128,7 +134,7 @@ def test_issue31_a_scale_out_is_validated_against_one_rank_of_the_real_run(tmp_p
     out = tmp_path / "ddp2.pt.trace.json.gz"
     assert _cli(["scale", str(DIST / "single.pt.trace.json.gz"), "--to", "H100", "--world-size", "2", "--strategy",
                  "ddp", "-o", str(out)]) == 0
-    v = validate_tables(load(out), load(DIST / "ddp-rank0.pt.trace.json.gz"), Options.load())
+    v = validation(load(out), load(DIST / "ddp-rank0.pt.trace.json.gz"))
     ops = v.matched.set_index("what").loc["ops"]
     assert ops["matched"] >= 100 and abs(ops["total_error_pct"]) < 25  # the model's own ops, paired
     added = {(r.side, r.name) for r in v.added.itertuples()}
@@ -142,5 +148,5 @@ def test_issue31_a_scale_out_is_validated_against_one_rank_of_the_real_run(tmp_p
 
 def test_issue31_a_one_gpu_trace_against_itself_lists_nothing_added() -> None:
     t = load(DIST / "single.pt.trace.json.gz")
-    v = validate_tables(t, t, Options.load())
+    v = validation(t, t)
     assert len(v.added) == 0

@@ -18,11 +18,9 @@ from habitat_trace.ingest.classify import NCCL, classify_name
 from habitat_trace.scale.engine import predict
 from habitat_trace.scale.specs import load_catalog
 from tests import wild as W
-from tests.conftest import SHARED
 
 CATALOG = load_catalog()
 A100, T4, V100 = (CATALOG.resolve(n) for n in ("A100", "T4", "V100"))
-NEUSIGHT = SHARED / "data" / "neusight"
 
 
 def _load(tmp_path: Path, build: Callable[[], dict[str, Any]]) -> Any:
@@ -141,35 +139,6 @@ def test_small_v100_sgemm_is_not_predicted_slower_on_an_a100(tmp_path: Path) -> 
     rows = _rows(trace, "volta_sgemm_32x128_nn")
     assert "learned" not in set(pred.method[rows])
     assert (pred.dur_ns[rows] <= 6_000 * 1.1).all()
-
-
-@pytest.mark.skipif(not NEUSIGHT.is_dir(), reason="../shared NeuSight data absent")
-def test_trained_range_constants_are_the_training_datas() -> None:
-    import sys
-
-    from habitat_trace.scale import learned
-    from habitat_trace.scale.learned import model as M
-    from tests.conftest import ROOT
-
-    sys.path.insert(0, str(ROOT / "benchmarks" / "learned"))
-    from training import data as D
-
-    long = D.load_neusight(NEUSIGHT)
-    for dim, (lo, hi) in learned.TRAINED_DIMS.items():
-        assert (long[dim].min(), long[dim].max()) == (lo, hi), dim
-    assert int(long["t_ms"].min() * 1e6) == learned.MIN_T_ORIGIN_NS
-    assert int(long["t_ms"].max() * 1e6) == learned.MAX_T_ORIGIN_NS
-    wide = D.joined(long)
-    corrections = []
-    for o in D.gpus(wide):
-        for t in D.gpus(wide):
-            if o != t:
-                t_o, t_t = wide[f"t_ms[{o}]"].to_numpy(), wide[f"t_ms[{t}]"].to_numpy()
-                vo, vt = M.gpu_vector(CATALOG.resolve(o)), M.gpu_vector(CATALOG.resolve(t))
-                corrections.append(np.log2(t_t / t_o) - M.baseline_log2_ratio(t_o, vo, vt))
-    c = np.concatenate(corrections)
-    lo, hi = M.CORRECTION_LOG2_RANGE
-    assert lo <= c.min() < lo + 0.01 and hi - 0.01 < c.max() <= hi
 
 
 def test_learned_correction_is_clipped_to_the_trained_range() -> None:

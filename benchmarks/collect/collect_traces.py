@@ -52,14 +52,17 @@ def quantile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
 
 
-def profile_to_gzip(step: Callable[[], None], path_gz: str, sched: Any = None, steps: int = 0) -> tuple[int, int]:
+def profile_to_gzip(step: Callable[[], None], path_gz: str, sched: Any = None, steps: int = 0,
+                    record_shapes: bool = True, with_stack: bool = False) -> tuple[int, int]:
     """Run ``steps`` steps under the profiler with ``sched`` (default: PROFILE_SCHEDULE and its length; heldout.py
-    passes habitat_trace.schedule), export the chrome trace, gzip it; returns (raw, gz) bytes."""
+    passes habitat_trace.schedule), export the chrome trace, gzip it; returns (raw, gz) bytes. launch_bound.py
+    passes the recording options."""
     raw_path = path_gz[:-3]
     if sched is None:
         sched, steps = schedule(**PROFILE_SCHEDULE), sum(PROFILE_SCHEDULE.values())
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True, with_stack=False,
-                 schedule=sched, on_trace_ready=lambda p: p.export_chrome_trace(raw_path)) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=record_shapes,
+                 with_stack=with_stack, schedule=sched,
+                 on_trace_ready=lambda p: p.export_chrome_trace(raw_path)) as prof:
         for _ in range(steps):
             step()
             prof.step()
@@ -148,12 +151,14 @@ def parse_args(argv: list[str] | None, doc: str | None = None) -> argparse.Names
     return ap.parse_args(argv)
 
 
-def selected(only: str) -> list[Workload]:
-    names = [n for n in only.split(",") if n] or list(WORKLOADS)
-    unknown = [n for n in names if n not in WORKLOADS]
+def selected(only: str, known: dict[str, Workload] = WORKLOADS) -> list[Workload]:
+    """``--only``'s workloads of ``known`` (heldout.py and launch_bound.py pass theirs), all when empty; an unknown
+    name exits with the known ones."""
+    names = [n for n in only.split(",") if n] or list(known)
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise SystemExit(f"unknown workload(s) {unknown}; known: {', '.join(WORKLOADS)}")
-    return [WORKLOADS[n] for n in names]
+        raise SystemExit(f"unknown workload(s) {unknown}; known: {', '.join(known)}")
+    return [known[n] for n in names]
 
 
 def run_dry(workloads: list[Workload], outdir: str) -> int:

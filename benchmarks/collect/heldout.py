@@ -28,7 +28,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from collect_traces import parse_args, profile_to_gzip, run_dry, run_gpu  # noqa: E402
+from collect_traces import parse_args, profile_to_gzip, run_dry, run_gpu, selected  # noqa: E402
 from workloads import Built, SkipWorkload, Workload, _train_step  # noqa: E402
 
 HOOK_SCHEDULE = dict(wait=4, warmup=1, active=3)
@@ -163,12 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.list:
         print("\n".join(HELDOUT))
         return 0
-    names = [n for n in a.only.split(",") if n] or list(HELDOUT)
-    unknown = [n for n in names if n not in HELDOUT]
-    if unknown:
-        raise SystemExit(f"unknown workload(s) {unknown}; known: {', '.join(HELDOUT)}")
+    workloads = selected(a.only, HELDOUT)
     os.makedirs(a.out, exist_ok=True)
-    workloads = [HELDOUT[n] for n in names]
     return run_dry(workloads, a.out) if a.dry_run else run_gpu(workloads, a, t_start, record=profile_with_hook)
 
 

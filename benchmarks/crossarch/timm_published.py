@@ -37,7 +37,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from habitat_trace.analysis.compare import compare  # noqa: E402
+from habitat_trace import compare  # noqa: E402
 from habitat_trace.scale import crossarch  # noqa: E402
 
 TABLES = {"RTX 4090": "4090", "RTX 5090": "5090", "RTX 3090": "rtx3090", "RTX PRO 6000 Blackwell Max-Q": "pro6000maxq"}

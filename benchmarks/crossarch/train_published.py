@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from habitat_trace.analysis.compare import compare  # noqa: E402
+from habitat_trace import compare  # noqa: E402
 from timm_published import wave_law_across_chips  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "results" / "train_published"

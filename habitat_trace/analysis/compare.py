@@ -1,5 +1,5 @@
-"""Which GPU to rent: ``gpu_table(run, targets) -> DataFrame``, one row per GPU (the origin first), and
-``compare(trace, to)``, the same for the Python API (``habitat_trace.compare``).
+"""Which GPU to rent: ``gpu_table(run, targets) -> DataFrame``, one row per GPU (the origin first); the Python API's
+``Trace.compare`` and the ``compare`` command return it.
 
 Pure: predicts and replays the run on each target (pipeline.Run.replay); prints and writes nothing. A run of
 several ranks reports its slowest rank, whose step sets the run's. The command (commands/compare.py) renders it.
@@ -10,13 +10,18 @@ Definitions (README, "Which GPU should I rent?"):
   not the profiled one. The replayed CPU span keeps a launch-bound step launch-bound (its blocking calls end when
   the GPU work ends on the target); the GPU busy time covers a step without a blocking call, whose queue grows
   until the GPU's pace sets the period. Without ProfilerSteps the whole trace is one step (replayed GPU span). On
-  the origin row, a trace that carries its measured un-profiled step time (habitat_trace.schedule) reports
-  max(that, the GPU busy time) instead (``iteration_source`` "measured").
+  the origin row, a step the user measured (Host.measured_step_ms, --measured-step) is the iteration exactly
+  (``iteration_source`` "given"); a trace that carries its measured un-profiled step time (habitat_trace.schedule)
+  reports max(that, the GPU busy time) (``iteration_source`` "measured"); else the estimate ("estimated"); every
+  target row is "predicted".
 - ``iteration_low_ms``..``iteration_high_ms``: what the trace cannot tell, the host's pace without the profiler
   (timeline/hostband.py): the same replay on the fastest and slowest host clocks the trace is consistent with,
   never below what the trace proves on the origin (timeline/floors.py); ``range_source`` says what the band rests
-  on ("model": the overhead model's measured error; "measured": the loop's noise around the step the trace
-  carries; "none": the profiler's overhead kept, a point). A GPU-bound row's range is (nearly) a point.
+  on ("model": nothing anchors it, the origin rows' measured error; "measured"/"given": the loop's noise around the
+  step the trace carries or the user gave, the given origin row a point; "none": the profiler's overhead kept, a
+  point). A GPU-bound row's range is (nearly) a point; ``anchor_note`` says when an estimated origin's is wide.
+- ``whatif``: the deployment what-ifs a target row is predicted with (--interconnect, --gpus-per-node, --nodes; None
+  on the origin row and without them), so that the origin's GPU under a what-if reads as such, not as a twin row.
 - ``bound``: "launch" when the GPU is busy less than ``LAUNCH_BOUND_BUSY`` of the iteration, else "gpu".
 - ``usd_per_1k_iterations`` = usd_per_hour x GPUs (one per rank) x iteration_ms x 1000 / 3.6e6.
 - memory: see habitat_trace/analysis/memory.py (recorded peak or estimate, margin rule); the largest rank's.
@@ -29,46 +34,32 @@ Definitions (README, "Which GPU should I rent?"):
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from habitat_trace.errors import HabitatTraceError
-from habitat_trace.pipeline import DataParallel, Host, Options, Run
+from habitat_trace.errors import UsageError
+from habitat_trace.pipeline import DataParallel, Run
 from habitat_trace.pipeline.host import overhead_ms
 from habitat_trace.pipeline.run import RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import METHODS
+from habitat_trace.timeline import hostband
 
-COLUMNS = ("gpu", "origin", "iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source", "gpu_busy_ms",
-           "speedup", "bound", "usd_per_hour", "price_source", "usd_per_1k_iterations", "peak_memory_gib",
-           "memory_source", "fits_memory", "method_share", "iteration_source", "profiler_overhead_ms", "ranks",
-           "slowest_rank", "transfer_ms", "wait_ms", "warnings")
+COLUMNS = ("gpu", "origin", "whatif", "iteration_ms", "iteration_low_ms", "iteration_high_ms", "range_source",
+           "gpu_busy_ms", "speedup", "bound", "usd_per_hour", "price_source", "usd_per_1k_iterations",
+           "peak_memory_gib", "memory_source", "fits_memory", "method_share", "iteration_source",
+           "profiler_overhead_ms", "ranks", "slowest_rank", "transfer_ms", "wait_ms", "warnings")
 SCALEOUT_COLUMNS = ("world_size", "strategy", "collectives", "comm_ms", "exposed_comm_ms")  # only with --world-size
 # A GPU busy less than half of the step waits on the CPU (launches, Python, data) more than it computes:
 # buying a faster GPU then shortens the step by less than the speed-up of its kernels.
 LAUNCH_BOUND_BUSY = 0.5
+# An origin range wider than a measured loop's own noise (hostband.MEASURED_SLOW / MEASURED_FAST: 1.41x) is wide;
+# with nothing anchoring the origin row, compare says so under its table (anchor_note, issue 35).
+WIDE_RANGE = hostband.MEASURED_SLOW / hostband.MEASURED_FAST
 MS_PER_HOUR = 3.6e6
 PRICE_OVERRIDE = "--price"
-
-
-def compare(trace_or_path: Any, to: str | Sequence[str], specs: Optional[Path] = None,
-            prices: Optional[dict[str, float]] = None, origin: Optional[str] = None,
-            progress: Optional[Callable[[str], None]] = None, host: Host = Host(),
-            data_parallel: DataParallel = DataParallel()) -> pd.DataFrame:
-    """One row per GPU (origin first, then ``to`` in order, each once): ``trace_or_path`` is a trace file, a
-    directory of one trace per rank, or a loaded ``habitat_trace.Trace``. ``prices`` maps a GPU name (any name
-    the catalog resolves) to USD per hour and overrides the catalog; ``progress`` is called with each GPU name
-    after its row is done; ``host``: the target host (pipeline.Host); ``data_parallel``: a one-GPU trace as one
-    of N ranks (pipeline.DataParallel, e.g. ``DataParallel(8, "fsdp")``)."""
-    options = Options.load(specs, origin, host, data_parallel=data_parallel)
-    targets = options.targets(to)  # unknown names fail before any work
-    overrides = {options.catalog.resolve(n).name: float(usd) for n, usd in (prices or {}).items()}
-    run = trace_or_path.with_options(options) if hasattr(trace_or_path, "with_options") else \
-        Run.open(trace_or_path, options)
-    return gpu_table(run, targets, overrides, progress)
 
 
 def gpu_table(run: Run, targets: Sequence[GpuSpec], prices: Optional[dict[str, float]] = None,
@@ -80,21 +71,21 @@ def gpu_table(run: Run, targets: Sequence[GpuSpec], prices: Optional[dict[str, f
     prices = prices or {}
     unused = sorted(set(prices) - {origin.name, *(t.name for t in rest)})
     if unused:
-        raise HabitatTraceError(f"--price {unused[0]}: not among the GPUs compared ({origin.name} and --to); "
-                                "add it to --to or drop its price")
+        raise UsageError(f"--price {unused[0]}: not among the GPUs compared ({origin.name} and --to); "
+                         "add it to --to or drop its price")
+    dp = run.options.data_parallel  # read here once: the rows say it (SCALEOUT_COLUMNS)
     rows = []
     for target in [None, *rest]:
         replay = run.baseline() if target is None else run.replay(target)
-        rows.append(_row(run, replay, prices))
+        rows.append(_row(run, replay, prices, dp))
         if progress is not None:
             progress(replay.gpu.name)
-    table = pd.DataFrame(rows, columns=list(COLUMNS) + list(SCALEOUT_COLUMNS if run.options.data_parallel.active
-                                                            else ()))
+    table = pd.DataFrame(rows, columns=list(COLUMNS) + list(SCALEOUT_COLUMNS if dp.active else ()))
     table["speedup"] = table["iteration_ms"].iat[0] / table["iteration_ms"]
     return table
 
 
-def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
+def _row(run: Run, replay: Replay, prices: dict[str, float], dp: DataParallel) -> dict[str, Any]:
     from habitat_trace.analysis.memory import fits
 
     gpu = replay.gpu
@@ -103,9 +94,10 @@ def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
     usd, price_source = _price(gpu, prices)
     peak_gib, mem_source = run_peak_memory(run)
     transfer, wait = collective_split(replay, replay.ranks.index(slow))
-    gpus = run.options.data_parallel.world_size if slow.scaled_out is not None else len(run.ranks)
-    return {**communication(slow, run.options.data_parallel),
-        "gpu": gpu.name, "origin": replay.target is None, "iteration_ms": head.iteration_ms,
+    gpus = dp.world_size if slow.scaled_out is not None else len(run.ranks)
+    return {**communication(slow, dp),
+        "gpu": gpu.name, "origin": replay.target is None,
+        "whatif": None if replay.target is None else run.options.deployment.whatif(), "iteration_ms": head.iteration_ms,
         "iteration_low_ms": head.iteration_low_ms, "iteration_high_ms": head.iteration_high_ms,
         "range_source": head.range_source, "gpu_busy_ms": head.gpu_busy_ms,
         "speedup": float("nan"), "bound": "launch" if head.gpu_busy_ms < LAUNCH_BOUND_BUSY * head.iteration_ms
@@ -119,6 +111,16 @@ def _row(run: Run, replay: Replay, prices: dict[str, float]) -> dict[str, Any]:
         "slowest_rank": None if run.single else slow.rank.number, "transfer_ms": transfer, "wait_ms": wait,
         "warnings": list(replay.warnings),
     }
+
+
+def anchor_note(origin: dict[str, Any]) -> Optional[str]:
+    """One line for compare's notes when the origin row (a row of ``gpu_table``) is estimated, the trace holding no
+    measured step and none given, and its range is wide (WIDE_RANGE): how wide, and how to anchor it; else None."""
+    lo, hi = origin["iteration_low_ms"], origin["iteration_high_ms"]
+    if origin["iteration_source"] != "estimated" or not lo > 0 or hi / lo <= WIDE_RANGE:
+        return None
+    return (f"origin step estimated, nothing anchors it: the real one may be {lo:.2f}-{hi:.2f} ms ({hi / lo:.1f}x); "
+            "give it with --measured-step (ms or it/s)")
 
 
 def communication(rr: RankReplay, dp: DataParallel) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from habitat_trace.pipeline import Run
 from habitat_trace.pipeline.host import overhead_ms
 from habitat_trace.pipeline.run import RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
-from habitat_trace.scale.prediction import COLLECTIVE_SYNTHESIZED, SUSTAINED
+from habitat_trace.scale.prediction import COLLECTIVE_SYNTHESIZED, COPY, COPY_SYNTHESIZED, SUSTAINED
 
 # γ >= this: the kernel's origin time is mostly DRAM traffic (docs/method.md step 4)
 MEMORY_BOUND_GAMMA = 0.5
@@ -107,28 +107,32 @@ def _ratio(a: float, b: float) -> Optional[float]:
 
 
 def _groups(report: pd.DataFrame, key: str, steps: int, denominator: float, top: int) -> list[dict[str, Any]]:
-    """Aggregate by ``key``, rank by |change of time|, keep ``top``; time-weighted waves and γ."""
+    """Aggregate by ``key``, rank by |change of time|, keep ``top``; time-weighted waves and γ over the rows that
+    have them (kernels.NO_WAVES rows have none; a group of only such rows has none)."""
     r = report.assign(**{key: report[key].replace("", NO_OP)})
     w = r["dur_origin_ns"].astype(np.float64).clip(lower=1.0)
-    r = r.assign(_w=w, _wo=r["waves_origin"] * w, _wt=r["waves_target"] * w, _g=r["gamma"] * w,
-                 _u=r["flop_share"] * w)
+    law = r["gamma"].notna()
+    r = r.assign(_w=w, _wl=w.where(law, 0.0), _wo=(r["waves_origin"] * w).fillna(0.0),
+                 _wt=(r["waves_target"] * w).fillna(0.0), _g=(r["gamma"] * w).fillna(0.0), _u=r["flop_share"] * w)
     agg = r.groupby(key, sort=False).agg(
         count=("dur_origin_ns", "size"), origin_ns=("dur_origin_ns", "sum"), target_ns=("dur_target_ns", "sum"),
-        w=("_w", "sum"), wo=("_wo", "sum"), wt=("_wt", "sum"), g=("_g", "sum"), u=("_u", "sum"))
+        w=("_w", "sum"), wl=("_wl", "sum"), wo=("_wo", "sum"), wt=("_wt", "sum"), g=("_g", "sum"), u=("_u", "sum"))
     agg["change_ns"] = agg["target_ns"] - agg["origin_ns"]
     agg = agg.reindex(agg["change_ns"].abs().sort_values(ascending=False, kind="stable").index)
     methods = _main(r, key, "method")
     reasons = _main(r, key, "reason")
     out = []
     for name, a in agg.head(top).iterrows():
-        gamma = float(a["g"] / a["w"])
+        law = a["wl"] > 0
+        gamma = float(a["g"] / a["wl"]) if law else None
         target_ms = float(a["target_ns"]) / steps / 1e6
         out.append({
             "name": str(name), "count_per_step": float(a["count"]) / steps,
             "origin_ms": float(a["origin_ns"]) / steps / 1e6, "target_ms": target_ms,
             "change_ms": float(a["change_ns"]) / steps / 1e6,
             "ratio": float(a["target_ns"] / a["origin_ns"]) if a["origin_ns"] > 0 else None,
-            "waves_origin": float(a["wo"] / a["w"]), "waves_target": float(a["wt"] / a["w"]),
+            "waves_origin": float(a["wo"] / a["wl"]) if law else None,
+            "waves_target": float(a["wt"] / a["wl"]) if law else None,
             "gamma": gamma, "bound": bound(methods.get(name, ""), gamma, float(a["u"] / a["w"])),
             "method": methods.get(name, ""), "reason": reasons.get(name, ""),
             "share": target_ms / denominator if denominator > 0 else 0.0,
@@ -136,8 +140,9 @@ def _groups(report: pd.DataFrame, key: str, steps: int, denominator: float, top:
     return out
 
 
-def bound(method: str, gamma: float, compute: float) -> str:
-    """What limits a kernel (group): 'communication' for a scale-out's collectives (no γ); across chips (method
+def bound(method: str, gamma: Optional[float], compute: float) -> str:
+    """What limits a kernel (group): 'communication' for a scale-out's collectives, 'memory' for its copies (no γ:
+    their bytes set their time); across chips (method
     'sustained') the largest share of the origin time: its FLOPs at the pipe's sustained rate (``compute``), its DRAM
     bytes at the achievable bandwidth (γ), or 'latency', the rest 1 - compute - γ that neither throughput explains
     (scale/crossarch.py moves it with SMs x clock); elsewhere 'memory' where γ >= MEMORY_BOUND_GAMMA, else
@@ -145,6 +150,8 @@ def bound(method: str, gamma: float, compute: float) -> str:
     share is: a label by it would say 'latency' for nearly every kernel.)"""
     if method == COLLECTIVE_SYNTHESIZED:
         return "communication"
+    if gamma is None:
+        return "memory" if method in (COPY, COPY_SYNTHESIZED) else "communication"
     if method == SUSTAINED:
         latency = max(1.0 - compute - gamma, 0.0)
         return max((("compute", compute), ("memory", gamma), ("latency", latency)), key=lambda kv: kv[1])[0]

@@ -4,7 +4,8 @@
 ``fits(peak_gib, capacity_gib)`` applies the margin rule (None when the peak is unknown).
 The estimate is coarse (Kineto records no output shapes, no tensor ids): parameters from the gradients that
 ``AccumulateGrad`` receives, optimizer state from the optimizer's name, activations from forward inputs.
-Without a parameter seen (an inference trace, or no record_shapes) the weights are invisible, so no estimate.
+Without a parameter seen (an inference trace, or no record_shapes) the weights are invisible, so no estimate; nor
+with an embedding table no gradient shows (DLRM's 8 V100 ranks read "0.0 GiB, fits" before: issue 33, item 8).
 """
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ VIEW_OPS = re.compile(r"^aten::(?:view|_unsafe_view|reshape|permute|transpose|t|
                       r"select|as_strided|detach|alias|unsqueeze|squeeze|flatten|narrow|arange|empty|zeros|ones|"
                       r"lift_fresh|numpy_T|contiguous|size|stride|item|is_nonzero|_local_scalar_dense)$")
 OPTIMIZER_ANNOTATION = re.compile(r"^Optimizer\.step#(\w+)\.step$")
+# ops whose first input is an embedding table: a recommender's (DLRM's) largest parameters, whose sparse gradients
+# AccumulateGrad may receive without a recorded shape
+EMBEDDING_OPS = re.compile(r"^aten::(?:embedding|embedding_bag|_embedding_bag)$")
+ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 
 
 UNKNOWN = "unknown"  # memory_source when the trace gives no evidence of the peak
@@ -75,11 +80,28 @@ def _estimate_bytes(trace: Any) -> float | None:
     ops = trace.ops
     if len(ops) == 0:
         return None
-    params = _per_step_max(ops, ops[S.NAME] == "torch::autograd::AccumulateGrad")
-    if params <= 0:
+    grads = ops[S.NAME] == ACCUMULATE_GRAD
+    params = _per_step_max(ops, grads)
+    if params <= 0 or _unseen_tables(ops, grads):
         return None
     state = _optimizer_state(ops)
     return params * (2.0 + state) + _activation_bytes(ops)
+
+
+def _unseen_tables(ops: pd.DataFrame, grads: pd.Series) -> bool:
+    """An embedding op's table (its first input) that no AccumulateGrad received with its shape: sparse gradients
+    or a frozen table, weights the estimate would leave out."""
+    tables = {_first_shape(d) for d in ops.loc[ops[S.NAME].str.match(EMBEDDING_OPS), S.INPUT_DIMS]}
+    if not tables:
+        return False
+    return not tables <= {_first_shape(d) for d in ops.loc[grads, S.INPUT_DIMS]} or None in tables
+
+
+def _first_shape(dims: Any) -> tuple[int, ...] | None:
+    first = dims[0] if isinstance(dims, (list, tuple)) and dims else None
+    if isinstance(first, (list, tuple)) and first and all(isinstance(x, int) for x in first):
+        return tuple(first)
+    return None
 
 
 def _optimizer_state(ops: pd.DataFrame) -> float:

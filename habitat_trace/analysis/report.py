@@ -1,11 +1,13 @@
-"""``summarize(trace) -> dict``: what ``inspect`` shows, as plain JSON-ready data (no printing).
+"""``summarize(trace, top, headline) -> dict``: what ``inspect`` shows of one trace, as plain JSON-ready data (no
+printing); ``headline`` is the trace's own replay's (pipeline.run.Headline, from the caller's run: a directory's
+ranks replayed jointly, with the run's catalog and --from), the origin step compare's first row reports.
 
 Times are milliseconds (floats) for display; counts are ints; fractions are in [0, 1]. Warnings
 about what the trace lacks travel in the result's ``warnings`` list.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import pandas as pd
@@ -14,17 +16,21 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import Tables
 from habitat_trace.timeline.steps import step_figures
 
+if TYPE_CHECKING:
+    from habitat_trace.pipeline.run import Headline
+
 NS_PER_MS = 1e6
 SHORT_NAME_CHARS = 80  # enough for "namespace::kernel_name" of cuDNN/cuBLAS kernels, short enough for a table
 META_KEYS = ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cupti_version", "record_shapes",
              "baseTimeNanoseconds")
 
 
-def summarize(trace: Tables, top: int = 10) -> dict[str, Any]:
-    """Origin GPU, trace format, per-step figures, kernels by class, top kernels, field coverage."""
+def summarize(trace: Tables, top: int = 10, headline: Optional[Headline] = None) -> dict[str, Any]:
+    """Origin GPU, trace format, per-step figures, kernels by class, top kernels, field coverage, the profiler's
+    overhead and the origin step (``headline``; nulls without it)."""
     gpu = trace.gpu
     cov = coverage(trace)
-    overhead = profiler_overhead(trace)
+    overhead = profiler_overhead(trace, headline)
     return {
         "file": str(trace.path),
         "prediction": prediction(trace),
@@ -86,7 +92,7 @@ def steps(trace: Tables) -> dict[str, Any]:
     return {"count": len(trace.steps), "pseudo_step": len(trace.steps) == 0, "per_step": rows, "mean": mean}
 
 
-def profiler_overhead(trace: Tables) -> dict[str, Any]:
+def profiler_overhead(trace: Tables, headline: Optional[Headline] = None) -> dict[str, Any]:
     """The profiler's own host overhead per step (timeline/overhead.py) and what the estimate rests on; the
     measured un-profiled step when the trace carries one (habitat_trace.schedule); and the origin's real step
     that compare's first row reports, with its range (origin_step()), so inspect and compare say one thing."""
@@ -96,7 +102,7 @@ def profiler_overhead(trace: Tables) -> dict[str, Any]:
     est = overhead.estimate(trace, one_clock=True)
     ev = est.evidence
     measured = measured_step_ns(trace)
-    return {**origin_step(trace),
+    return {**origin_step(headline),
         "per_step_ms": [float(v) / NS_PER_MS for v in est.per_step_ns],
         "mean_ms": float(np.mean(est.per_step_ns)) / NS_PER_MS if len(est.per_step_ns) else 0.0,
         "record_shapes": ev.record_shapes, "with_stack": ev.with_stack, "profile_memory": ev.profile_memory,
@@ -106,16 +112,11 @@ def profiler_overhead(trace: Tables) -> dict[str, Any]:
     }
 
 
-def origin_step(trace: Tables) -> dict[str, Any]:
+def origin_step(h: Optional[Headline]) -> dict[str, Any]:
     """compare's origin row (pipeline.Run's headline on the origin GPU): ``origin_step_ms`` and its range
-    (``origin_step_low_ms``, ``origin_step_high_ms``, ``range_source``); nulls when the origin GPU is not in the
-    catalog (compare would need --from) or the trace has no GPU events to replay."""
-    from habitat_trace.errors import HabitatTraceError
-    from habitat_trace.pipeline import Options, Run
-
-    try:
-        h = Run([trace], Options.load()).baseline().ranks[0].headline
-    except HabitatTraceError:
+    (``origin_step_low_ms``, ``origin_step_high_ms``, ``range_source``); nulls without it (the origin GPU is not in
+    the catalog, so compare would need --from, or the trace has no GPU events to replay)."""
+    if h is None:
         return {"origin_step_ms": None, "origin_step_low_ms": None, "origin_step_high_ms": None,
                 "range_source": None}
     return {"origin_step_ms": h.iteration_ms, "origin_step_low_ms": h.iteration_low_ms,

@@ -24,12 +24,17 @@ NCCL ops; the prediction's synthesized events) is not paired but listed in ``add
 Traces of different programs are refused (fewer than ``MIN_MATCHED_OPS`` of the top-level ops pair up, or fewer
 than ``MIN_SAME_SHAPES`` of the pairs run on the same input shapes);
 a prediction for another GPU than the measured one gives a warning in the report's ``warnings``.
+
+``validate_runs(predicted, measured)``: two runs (a trace is a run of one rank; a directory, one trace per rank),
+their ranks paired by number, the tables of every pair with a ``rank`` column; the measured run is replayed as a
+whole (its ranks jointly, pipeline.Run.baseline).
 """
 from __future__ import annotations
 
 from collections import defaultdict
 import re
 from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -37,7 +42,8 @@ import pandas as pd
 from habitat_trace.errors import HabitatTraceError, SpecError
 from habitat_trace.ingest import Tables
 from habitat_trace.ingest import schema as S
-from habitat_trace.pipeline import Options, Run, measured_step_ns, overhead_removed, steady_iteration
+from habitat_trace.pipeline import Run, measured_step_ns, overhead_removed, steady_iteration
+from habitat_trace.pipeline.run import Rank, RankReplay, Replay
 from habitat_trace.scale.specs import Catalog
 from habitat_trace.timeline.steps import step_figures
 
@@ -72,8 +78,45 @@ class Validation:
     added: pd.DataFrame = field(default_factory=pd.DataFrame)  # side, name, count/step, GPU ms/step (module doc)
 
 
-def validate(predicted: Tables, measured: Tables, options: Options, top: int = 10) -> Validation:
-    warnings = gpu_mismatch(predicted, measured, options.catalog)
+def validate_runs(predicted: Run, measured: Run, top: int = 10, partial: bool = False) -> Validation:
+    """Every pair of ranks (``pairs``; ``partial``: the ranks both hold) validated, rank after rank (module doc)."""
+    baseline: list[Replay] = []
+
+    def measured_rank(rank: Rank) -> Callable[[], RankReplay]:
+        def replayed() -> RankReplay:  # the measured run's own replay, once, when a pair first needs it
+            if not baseline:
+                baseline.append(measured.baseline())
+            return baseline[0].ranks[measured.ranks.index(rank)]
+        return replayed
+
+    parts = [(number, validate(p.tables, m.tables, predicted.options.catalog, measured_rank(m), top))
+             for number, p, m in pairs(predicted, measured, partial)]
+    frames = {name: pd.concat([getattr(v, name).assign(rank=n)[["rank", *getattr(v, name).columns]]
+                               for n, v in parts], ignore_index=True)
+              for name in ("steps", "matched", "worst_ops", "worst_kernels", "added")}
+    return Validation(**frames, warnings=tuple(dict.fromkeys(w for _, v in parts for w in v.warnings)))
+
+
+def pairs(predicted: Run, measured: Run, partial: bool = False) -> list[tuple[Optional[int], Rank, Rank]]:
+    """(rank, predicted rank, measured rank): the only ones of two single traces, else paired by rank number (the
+    ranks both hold when ``partial``: some traces could not be read)."""
+    if predicted.single and measured.single:
+        return [(None, predicted.ranks[0], measured.ranks[0])]
+    p = {r.number: r for r in predicted.ranks}
+    m = {r.number: r for r in measured.ranks}
+    both = sorted(set(p) & set(m), key=str)
+    if set(p) != set(m) and not (partial and both):
+        raise HabitatTraceError(f"{predicted.source} and {measured.source} hold other ranks ({sorted(p, key=str)} "
+                                f"and {sorted(m, key=str)}); give the predicted and the measured traces of the same "
+                                "ranks")
+    return [(k, p[k], m[k]) for k in both]
+
+
+def validate(predicted: Tables, measured: Tables, catalog: Catalog, measured_baseline: Callable[[], RankReplay],
+             top: int = 10) -> Validation:
+    """One predicted trace against one measured; ``measured_baseline``: its rank of the measured run's own replay
+    (replayed only once the traces are known to run the same program)."""
+    warnings = gpu_mismatch(predicted, measured, catalog)
     fp = step_figures(predicted.steps, predicted.gpu).table
     raw = step_figures(measured.steps, measured.gpu).table
     n = min(len(fp), len(raw))
@@ -86,7 +129,7 @@ def validate(predicted: Tables, measured: Tables, options: Options, top: int = 1
     ops = _ops(pk, mk)
     _refuse_other_program(predicted, measured, ops, max(pk["key"].nunique(), mk["key"].nunique()))
     kernels = _kernels(pk, mk)
-    fm, source = _measured_figures(predicted, measured, raw, options, warnings)  # after the refusal: it replays
+    fm, source = _measured_figures(predicted, measured, raw, measured_baseline, warnings)  # after the refusal
     rows = [{"figure": k, "predicted_ms": fp[c].iloc[:n].mean() / 1e6, "measured_ms": fm[c].iloc[:n].mean() / 1e6,
              "measured_source": source} for k, c in STEP_FIGURES.items()]
     p_it = steady_iteration(fp.iloc[:n], len(predicted.steps) > 0)[0]
@@ -113,20 +156,19 @@ def _added(pk: pd.DataFrame, mk: pd.DataFrame, steps: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["side", "name", "count_per_step", "gpu_ms"])
 
 
-def _measured_figures(predicted: Tables, measured: Tables, raw: pd.DataFrame, options: Options,
-                      warnings: list[str]) -> tuple[pd.DataFrame, str]:
+def _measured_figures(predicted: Tables, measured: Tables, raw: pd.DataFrame,
+                      measured_baseline: Callable[[], RankReplay], warnings: list[str]) -> tuple[pd.DataFrame, str]:
     """The measured trace's step figures (``raw``: as recorded) on the predicted trace's terms (module doc), and
     what they are."""
     if not overhead_removed(predicted) or overhead_removed(measured):
         return raw, "profiled" if not overhead_removed(measured) else "estimated"
-    run = Run([measured], options)
     try:
-        run.ranks[0].origin
+        replayed = measured_baseline()
     except SpecError:
         warnings.append(f"{measured.path.name}: its GPU is not in the catalog, so its profiler overhead is not "
                         "removed: the CPU-side figures compare a de-profiled prediction with a profiled trace")
         return raw, "profiled"
-    return run.baseline().ranks[0].step_figures().table, "estimated"
+    return replayed.step_figures().table, "estimated"
 
 
 def _refuse_other_program(predicted: Tables, measured: Tables, ops: pd.DataFrame, total: int) -> None:

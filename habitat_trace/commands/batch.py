@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from habitat_trace.errors import HabitatTraceError, Interrupted
+from habitat_trace.errors import HabitatTraceError, Interrupted, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def plan_jobs(sizes: Sequence[int], jobs: int, work: int, memory: Optional[int] 
     """Workers to run: ``jobs`` capped by the ``work`` items (trace x target), the CPUs and memory / the largest
     run's estimated peak (``sizes``: each run's uncompressed bytes); a note when capped."""
     if jobs < 1:
-        raise HabitatTraceError(f"--jobs {jobs}: give a positive number")
+        raise UsageError(f"--jobs {jobs}: give a positive number")
     peak = PEAK_PER_BYTE * max(sizes)
     memory = available_memory() if memory is None else memory
     by_memory = max(1, int(memory // max(peak, 1.0)))
@@ -139,7 +139,7 @@ def scale_unit(unit: Unit, options: Options, paths: dict[tuple[Path, str], Path]
     pending: Optional[tuple[Any, Any, Path, Any]] = None  # the write in progress: base, replay, path, its old stamp
     try:
         say(f"reading {', '.join(f.name for f in unit.files)}")
-        run = Run.load(unit.files, options)
+        run = Run.open(unit.files, options)
         base = run.baseline()
         for target in unit.targets:
             say(f"{target.name}: predicting {sum(len(r.tables.gpu) for r in run.ranks)} GPU events and replaying")
@@ -157,7 +157,7 @@ def scale_unit(unit: Unit, options: Options, paths: dict[tuple[Path, str], Path]
     except HabitatTraceError as exc:
         if raise_errors:
             raise
-        return UnitResult(rows + error_rows(list(unit.files), str(exc)))
+        return UnitResult(rows + error_rows(list(unit.files), str(exc), exc.exit_code))
     except (KeyboardInterrupt, SystemExit) as exc:
         recorded = bool(rows) and rows[-1].get("output") == str(pending[2] if pending else None)
         if pending is not None and not recorded and _stamp(pending[2]) not in (None, pending[3]):
@@ -182,8 +182,10 @@ def output_row(base: Any, rr: Any, written: Path, single: bool) -> dict[str, Any
             "output": "stdout" if str(written) == "-" else str(written), "error": None}
 
 
-def error_rows(files: list[Path], error: str, target: Optional[str] = None) -> list[dict[str, Any]]:
-    return [{"trace": f.name, "target": target, "error": error} for f in files]
+def error_rows(files: list[Path], error: str, exit_code: int = HabitatTraceError.exit_code) -> list[dict[str, Any]]:
+    """A row per file of a run that failed; ``exit_code`` (the error's) is the command's when it is the first, not a
+    column of the report."""
+    return [{"trace": f.name, "target": None, "error": error, "exit_code": exit_code} for f in files]
 
 
 def _stamp(path: Path) -> Optional[tuple[int, int]]:

@@ -17,7 +17,8 @@ def _methods(share: dict[str, float]) -> str:
 # The table; json and csv have every column of analysis.compare.COLUMNS. Narrow terminals lose the methods and
 # $/h first ($ / 1k it is the figure that compares), so that a GPU name like "H100 SXM5 80GB" still fits.
 SHOWN = (
-    Column("gpu", "GPU", of=lambda r: r["gpu"] + (" (origin)" if r["origin"] else ""), text=True),
+    Column("gpu", "GPU", of=lambda r: r["gpu"] + (" (origin)" if r["origin"] else "")
+           + (f" (what-if: {r['whatif']})" if r.get("whatif") else ""), text=True),
     Column("iteration_ms", "iteration ms", ".2f", short="iter ms"),
     Column("iteration_low_ms", "range ms", short="range", of=range_cell, drop=1),
     Column("gpu_busy_ms", "GPU busy ms", ".2f", short="busy ms"),
@@ -38,35 +39,37 @@ SHOWN = (
 
 def report(trace: Path, to: Sequence[str], options: Options, prices: Sequence[str] = (),
            plot: Optional[Path] = None) -> Report:
-    from habitat_trace.analysis.compare import gpu_table
-    from habitat_trace.commands.common import progress
-    from habitat_trace.pipeline import Run
+    from habitat_trace.api import Trace
+    from habitat_trace.commands.common import finish, progress, read
 
-    targets = options.targets(to)  # unknown names (and prices' GPUs) fail before the trace is read
+    options.targets(to)  # unknown names (and prices' GPUs) fail before the trace is read
     overrides = options.prices(prices)
     if plot is not None:
         from habitat_trace.commands.plot import check_plot_path
 
         check_plot_path(plot)
     with progress(f"reading {Path(trace).name}") as step:
-        run = Run.open(trace, options)
+        [run], unread, total = read(trace, options, one=True)
         step("predicting and replaying")
-        table = gpu_table(run, targets, overrides, progress=lambda gpu: step(f"done {gpu}"))
+        table = Trace(run).compare(to, overrides, progress=lambda gpu: step(f"done {gpu}"))
+    first = table.iloc[0]
+    title, what = "steady-state iteration per GPU, without the profiler (first row: the origin)", ""
+    if "world_size" in table:  # a scale-out's rows say it (analysis.compare.SCALEOUT_COLUMNS)
+        what = f"one of {first['world_size']} {first['strategy'].upper()} ranks"
+        title = (f"steady-state iteration of {what} per GPU, synthesized from the one-GPU trace, without the profiler "
+                 "(first row: the origin GPU)")
+    if first["ranks"] > 1:
+        what = f"the slowest of {first['ranks']} ranks"
+        title = (f"steady-state iteration of {what} per GPU (joint replay), without the profiler (first row: the "
+                 "origin)")
     if plot is not None:
         from habitat_trace.commands.plot import plot_compare
 
-        plot_compare(table, plot, title=Path(trace).name)
-    title = "steady-state iteration per GPU, without the profiler (first row: the origin)"
-    dp = options.data_parallel
-    if dp.active:
-        title = (f"steady-state iteration of one of {dp.world_size} {dp.strategy.upper()} ranks per GPU, synthesized "
-                 "from the one-GPU trace, without the profiler (first row: the origin GPU)")
-    if not run.single:
-        title = (f"steady-state iteration of the slowest of {len(run.ranks)} ranks per GPU (joint replay), without "
-                 "the profiler (first row: the origin)")
+        plot_compare(table, plot, title=Path(trace).name + (f": {what}" if what else ""))
     rows = table.to_dict(orient="records")
     warnings = tuple(dict.fromkeys(f"{r['gpu']}: {w}" for r in rows for w in r["warnings"]))
-    return Report((Table("compare", title, table, SHOWN),), notes=notes(rows), warnings=warnings)
+    return finish(Report((Table("compare", title, table, SHOWN),), notes=notes(rows), warnings=warnings), unread,
+                  trace, total)
 
 
 # Exposed communication under this share of the step: the step hides it, and the table says so (issue 31: DDP's 2-
@@ -75,11 +78,13 @@ HIDDEN_SHARE = 0.01
 
 
 def notes(rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    from habitat_trace.analysis.compare import anchor_note
     from habitat_trace.analysis.memory import CONTEXT_GIB, FRAGMENTATION_FACTOR
 
     source = rows[0]["memory_source"] if rows else "estimate"
     how = {"trace": "recorded ([memory] events)", "estimate": "estimated from op shapes"}.get(
-        source, "unknown (no [memory] events and no parameter gradient shapes: record with profile_memory=True)")
+        source, "unknown (no [memory] events, and parameters no gradient shows, or none: record with "
+        "profile_memory=True)")
     out = [f"peak memory: {how}; fits = peak x {FRAGMENTATION_FACTOR} + {CONTEXT_GIB:g} GiB <= the GPU's memory"]
     gpus = rows[0].get("world_size") or rows[0]["ranks"] if rows else 1
     if gpus > 1:
@@ -93,6 +98,7 @@ def notes(rows: list[dict[str, Any]]) -> tuple[str, ...]:
             out.append(f"communication hidden on {', '.join(hidden)}: the collectives overlap the compute (exposed < "
                        f"{HIDDEN_SHARE:.0%} of the step), so more ranks move these rows only by the longer collectives' "
                        "contention and host work; `explain --world-size` splits the step")
+    out += [n for n in [anchor_note(rows[0]) if rows else None] if n]
     prices = sorted({f"{r['gpu']}: {r['price_source']}" for r in rows if r["price_source"]})
     if prices:
         out.append("prices (on-demand, per GPU): " + "; ".join(prices))

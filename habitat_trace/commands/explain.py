@@ -33,6 +33,12 @@ def _range_pair(r: dict[str, Any]) -> Optional[str]:
     return None if a is None and b is None else f"{a or '-'} -> {b or '-'}"
 
 
+def _waves(r: dict[str, Any]) -> Optional[str]:
+    """origin -> target waves; null for a row no wave law made (analysis.kernels.NO_WAVES)."""
+    a, b = r.get("waves_origin"), r.get("waves_target")
+    return None if a is None or b is None else f"{a:.2f} -> {b:.2f}"
+
+
 def _step_columns(several: bool) -> tuple[Column, ...]:
     target = (Column("target", "GPU", text=True),) if several else ()
     return target + (
@@ -59,7 +65,7 @@ def _change_columns(what: str, several: bool) -> tuple[Column, ...]:
         Column("target_ms", "target ms", ".3f"),
         Column("change_ms", "change ms", "+.3f"),
         Column("ratio", "x", ".2f"),
-        Column("waves", "waves", of=lambda r: f"{r['waves_origin']:.2f} -> {r['waves_target']:.2f}", drop=3),
+        Column("waves", "waves", of=_waves, drop=3),
         Column("gamma", "γ", ".2f", drop=3),
         Column("bound", "bound", text=True, drop=2),
         Column("method", "method", of=lambda r: r["method"] + (f" ({r['reason']})" if r["reason"] else ""),
@@ -79,28 +85,27 @@ SCALE_OUT_COLUMNS = (
 
 
 def report(trace: Path, to: Sequence[str], options: Options, top: int = 15) -> Report:
-    from habitat_trace.analysis.explain import explain
-    from habitat_trace.commands.common import progress
-    from habitat_trace.pipeline import Run
+    from habitat_trace.api import Trace
+    from habitat_trace.commands.common import finish, progress, read
 
     targets = options.targets(to)  # unknown names fail before the trace is read
     with progress(f"reading {Path(trace).name}") as step:
-        run = Run.open(trace, options)
+        [run], unread, total = read(trace, options, one=True)
         step(f"predicting {len(targets)} GPUs")
-        e = explain(run, targets, top=top)
+        e = Trace(run).explain(to, top=top)
     several = len(targets) > 1
     steps = e.steps.iloc[0]
     title = (f"{steps['origin']} -> {', '.join(t.name for t in targets)}, per step (mean of {steps['steps']}), "
              "origin -> target")
-    tables = (Table("steps", title, e.steps, _step_columns(several)),
-              Table("ops", "ops (by top-level op) whose GPU time changes most", e.ops, _change_columns("op", several)),
-              Table("kernels", "kernels whose time changes most", e.kernels, _change_columns("kernel", several)))
+    tables: tuple[Table, ...] = (
+        Table("steps", title, e.steps, _step_columns(several)),
+        Table("ops", "ops (by top-level op) whose GPU time changes most", e.ops, _change_columns("op", several)),
+        Table("kernels", "kernels whose time changes most", e.kernels, _change_columns("kernel", several)))
     if len(e.scale_out):
         dp = options.data_parallel
         tables += (Table("scale_out", f"where the {dp.world_size}-rank {dp.strategy.upper()} step's time goes, per "
                          "step: the one-GPU step on the target and what the scale-out adds (they sum to it)",
                          e.scale_out, SCALE_OUT_COLUMNS),)
-    return Report(tables,
-                  notes=("waves: time-weighted mean waves origin -> target; γ: share of the origin time the DRAM was "
-                         "busy (memory-bound when >= 0.5); share: of the target's step; method: see docs/method.md",),
-                  warnings=e.warnings)
+    notes = ("waves: time-weighted mean waves origin -> target; γ: share of the origin time the DRAM was busy "
+             "(memory-bound when >= 0.5); share: of the target's step; method: see docs/method.md",)
+    return finish(Report(tables, notes=notes, warnings=e.warnings), unread, trace, total)

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from habitat_trace.commands.render import Column, Report, Table, range_cell
+from habitat_trace.pipeline import Options
 
 RANK = Column("rank", "rank", "d", optional=True)
 FILE = Column("file", "file", text=True, optional=True)
@@ -43,32 +44,32 @@ OVERHEAD = (FILE, RANK, Column("mean_ms", "estimated ms per step", ".2f", short=
             Column("host_unit_ns", "host unit ns", ".0f", drop=1))
 
 
-def report(path: Path, top: int = 10) -> Report:
-    from habitat_trace.analysis.report import summarize
-    from habitat_trace.commands.common import progress
-    from habitat_trace.ingest import load
-    from habitat_trace.pipeline.run import trace_files
+def report(path: Path, options: Options, top: int = 10) -> Report:
+    """Every trace of ``path``: a file, or a directory's runs (pipeline.run.Run.read), rank after rank, each run's
+    origin step from its own replay (a directory's ranks jointly, as compare does)."""
+    from habitat_trace.api import Trace
+    from habitat_trace.commands.common import finish, progress, read
 
-    files = trace_files(Path(path))
     summaries = []
     with progress(f"reading {Path(path).name}") as step:
-        for f in files:
-            step(f"reading {f.name}")
-            tables = load(f)
-            info = tables.distributed
-            summaries.append((f.name if len(files) > 1 else None, info.rank if info else None,
-                              summarize(tables, top=top)))
+        runs, unread, total = read(path, options)
+        for run in runs:
+            step(f"replaying {', '.join(r.path.name for r in run.ranks)}")
+            summaries += [(rank.path.name if total > 1 else None, rank.number, s)
+                          for rank, s in zip(run.ranks, Trace(run).inspect(top))]
     summaries.sort(key=lambda s: (s[1] is None, s[1] or 0, s[0] or ""))
-    return Report(tuple(_tables(summaries)), notes=(
+    return finish(Report(tuple(_tables(summaries)), notes=(
         "profiler overhead: the profiler's own host time per step, removed from every prediction (docs/method.md, "
         "step 10); origin step: the real loop's step without it, as compare's first row reports it (never below "
         "what the trace proves; range: the host's pace the trace cannot tell)",),
-        warnings=tuple(f"{name}: {w}" if name else w for name, _, s in summaries for w in s["warnings"]))
+        warnings=tuple(f"{name}: {w}" if name else w for name, _, s in summaries for w in s["warnings"])),
+        unread, path, total)
 
 
 def _tables(summaries: list[tuple[Any, Any, dict[str, Any]]]) -> list[Table]:
-    def rows(part: Any) -> pd.DataFrame:
-        return pd.DataFrame([{"file": name, "rank": rank, **r} for name, rank, s in summaries for r in part(s)])
+    def rows(part: Any) -> pd.DataFrame:  # object columns: an int stays an int beside a mean or a null (issue 33)
+        return pd.DataFrame([{"file": name, "rank": rank, **r} for name, rank, s in summaries for r in part(s)],
+                            dtype=object)
 
     n = summaries[0][2]["steps"]
     steps_title = "whole trace (no ProfilerStep: one pseudo-step)" if n["pseudo_step"] else f"{n['count']} steps"

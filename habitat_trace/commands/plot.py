@@ -3,11 +3,15 @@
 matplotlib (the ``plot`` extra) is imported here only, with the Agg backend (no display needed). The PNG is
 written by ``emit.writer.write_bytes`` (temporary file renamed over ``path``, mode 0666 & ~umask like the traces).
 The time axis is logarithmic when the slowest GPU is more than ``LOG_RATIO`` times the fastest (a T4 at 2,894 ms
-squashed the H100/H200/B200 bars into slivers); a GPU whose peak memory does not fit is hatched in both panels.
+squashed the H100/H200/B200 bars into slivers), and ends ``LOG_HEADROOM`` times past the slowest: a bar reaching
+past the axis' middle carries its label inside (the axis ran to 10^4 ms for a slowest 528 ms, to fit the labels
+outside: issue 33, item 9). A GPU whose peak memory does not fit is hatched in both panels. The title says what a
+row is (one of N synthesized ranks, the slowest of a run's ranks): the caller's.
 """
 from __future__ import annotations
 
 import io
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,8 @@ from habitat_trace.errors import HabitatTraceError, OutputError
 
 ORIGIN_COLOR, TARGET_COLOR, MISSING_COLOR = "#d62728", "#1f77b4", "#bbbbbb"
 LOG_RATIO = 10.0  # slowest / fastest above which bars on a linear axis leave the fast GPUs unreadable
+LOG_HEADROOM = 2.0  # the log axis ends this many times past the slowest bar
+INSIDE = 0.5  # a bar ending past this fraction of the axis carries its label inside
 NO_FIT = "does not fit memory"
 NO_FIT_HATCH = "//"
 
@@ -67,9 +73,12 @@ def compare_figure(table: Any, title: str = "") -> Any:
     ms = table["iteration_ms"].astype(float)
     log = ms.min() > 0 and ms.max() / ms.min() > LOG_RATIO
     ax_t.barh(y, ms, color=colors, hatch=hatches, edgecolor="white")
+    lo, hi = ms.min() / 2, ms.max() * LOG_HEADROOM
     for i, (t, bound, ok) in enumerate(zip(ms, table["bound"], fits)):
         note = (" (launch-bound)" if bound == "launch" else "") + ("" if ok else f" ({NO_FIT})")
-        ax_t.annotate(f" {t:,.1f} ms{note}", (t, i), va="center", fontsize=8)
+        inside = log and math.log(t / lo) > INSIDE * math.log(hi / lo)
+        ax_t.annotate(f"{t:,.1f} ms{note} " if inside else f" {t:,.1f} ms{note}", (t, i), va="center", fontsize=8,
+                      ha="right" if inside else "left", color="white" if inside else "black")
     if log:
         ax_t.set_xscale("log")
     ax_t.set_xlabel("predicted iteration time, ms" + (" (log scale)" if log else "") + ": lower is better")
@@ -86,7 +95,7 @@ def compare_figure(table: Any, title: str = "") -> Any:
     for ax in (ax_t, ax_c):
         ax.margins(x=0.35)
         ax.grid(axis="x", alpha=0.3)
-    if log:  # margins() works in data units; on a log axis leave room for the labels by hand
-        ax_t.set_xlim(ms.min() / 2, ms.max() * 30)
+    if log:  # margins() works in data units: on a log axis the limits are set by hand
+        ax_t.set_xlim(lo, hi)
     fig.suptitle(title or "habitat-trace compare", fontsize=10)  # constrained layout keeps it above the axes
     return fig

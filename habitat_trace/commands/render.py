@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional, TextIO, Union
 
 import pandas as pd
 
-from habitat_trace.errors import HabitatTraceError
+from habitat_trace.errors import UsageError
 
 FORMATS = ("table", "json", "csv")
 PIPE_WIDTH = 200  # stdout piped, no COLUMNS: wide enough for every table (rich would use 80)
@@ -63,6 +63,13 @@ class Table:
     columns: tuple[Column, ...] = ()  # what the table shows; () shows every column under its key
     printed: bool = True  # False: json and csv only (a table that would say nothing more in the table format)
 
+    def __post_init__(self) -> None:
+        """A column shown as an integer ("d") holds integers in every format, null where absent: pandas made a
+        rank column float (0.0 in the CSV, and "d" failed on it) when one trace of a directory had no rank."""
+        ints = [c.key for c in self.columns if c.fmt == "d" and c.of is None and c.key in self.rows.columns]
+        if ints:
+            object.__setattr__(self, "rows", self.rows.astype({k: "Int64" for k in ints}))
+
 
 @dataclass(frozen=True)
 class Report:
@@ -82,7 +89,7 @@ def range_cell(row: dict[str, Any], key: str = "iteration") -> Optional[str]:
 
 def check_format(fmt: str) -> str:
     if fmt not in FORMATS:
-        raise HabitatTraceError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+        raise UsageError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     return fmt
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from habitat_trace.commands.common import ReportedError
 from habitat_trace.commands.render import Column, Report, Table, range_cell, to_json
 from habitat_trace.errors import HabitatTraceError, OutputError
 from habitat_trace.pipeline import Options
@@ -73,18 +74,11 @@ def report(trace: Path, to: list[str], out: str, options: Options, jobs: int = 1
 
         write_bytes((to_json(result) + "\n").encode(), Path(out) / REPORT_NAME)
     failed = [r for r in rows if r.get("error")]
-    if failed:
+    if failed:  # commands/common.py: one rule for a directory with traces that fail
         raise ReportedError(result, f"{trace}: {len({r['trace'] for r in failed})} of {len(files)} traces failed "
-                                    f"(see the report; first: {failed[0]['trace']}: {failed[0]['error']})")
+                                    f"(see the report; first: {failed[0]['trace']}: {failed[0]['error']})",
+                            failed[0].get("exit_code", HabitatTraceError.exit_code))
     return result
-
-
-class ReportedError(HabitatTraceError):
-    """An error that comes with the report of what was done before it (printed first)."""
-
-    def __init__(self, report: Report, message: str) -> None:
-        super().__init__(message)
-        self.report = report
 
 
 def outputs_report(rows: list[dict[str, Any]]) -> Report:

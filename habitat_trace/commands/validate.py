@@ -6,12 +6,8 @@ rank; ranks pair by number (a single trace is a run of one rank).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
 
 from habitat_trace.commands.render import Column, Report, Table
-from habitat_trace.errors import HabitatTraceError
 from habitat_trace.pipeline import Options
 
 SOURCES = {"measured": "the real loop the trace carries", "estimated": "profiler overhead removed",
@@ -39,40 +35,22 @@ def _worst(what: str) -> tuple[Column, ...]:
 
 
 def report(predicted: Path, measured: Path, options: Options, top: int = 10) -> Report:
-    from habitat_trace.analysis.validate import validate
-    from habitat_trace.commands.common import progress
-    from habitat_trace.pipeline import Run
+    from habitat_trace.analysis.validate import validate_runs
+    from habitat_trace.commands.common import finish, progress, read
 
     with progress(f"reading {Path(predicted).name} and {Path(measured).name}"):
-        pred, meas = Run.open(predicted, options), Run.open(measured, options)
-        pairs = _pairs(pred, meas)
-        parts = [(rank, validate(p.tables, m.tables, options, top=top)) for rank, p, m in pairs]
-    tables: dict[str, list[pd.DataFrame]] = {"steps": [], "matched": [], "worst_ops": [], "worst_kernels": [],
-                                              "added": []}
-    for rank, v in parts:
-        for name in tables:
-            frame = getattr(v, name)
-            tables[name].append(frame.assign(rank=rank)[["rank", *frame.columns]])
-    frames = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
-    n = int(frames["steps"]["steps_compared"].iat[0])
-    return Report((Table("steps", f"per step (mean of {n} steps): predicted {Path(predicted).name}, measured "
-                                  f"{Path(measured).name}", frames["steps"], STEPS),
-                   Table("matched", "ops and kernels matched by name and order", frames["matched"], MATCHED),
-                   Table("worst_ops", "worst ops (largest time miss)", frames["worst_ops"], _worst("op")),
-                   Table("worst_kernels", "worst kernels (largest time miss)", frames["worst_kernels"],
-                         _worst("kernel")))
-                  + ((Table("added", "GPU work data parallelism adds (listed, not paired)", frames["added"], ADDED),)
-                     if len(frames["added"]) else ()),
-                  warnings=tuple(dict.fromkeys(w for _, v in parts for w in v.warnings)))
+        ([pred], p_unread, p_total), ([meas], m_unread, m_total) = (read(predicted, options, one=True),
+                                                                    read(measured, options, one=True))
+        v = validate_runs(pred, meas, top=top, partial=bool(p_unread or m_unread))
+    n = int(v.steps["steps_compared"].iat[0])
+    tables: tuple[Table, ...] = (
+        Table("steps", f"per step (mean of {n} steps): predicted {Path(predicted).name}, measured "
+                       f"{Path(measured).name}", v.steps, STEPS),
+        Table("matched", "ops and kernels matched by name and order", v.matched, MATCHED),
+        Table("worst_ops", "worst ops (largest time miss)", v.worst_ops, _worst("op")),
+        Table("worst_kernels", "worst kernels (largest time miss)", v.worst_kernels, _worst("kernel")))
+    if len(v.added):
+        tables += (Table("added", "GPU work data parallelism adds (listed, not paired)", v.added, ADDED),)
+    return finish(Report(tables, warnings=v.warnings), p_unread + m_unread, f"{predicted} and {measured}",
+                  p_total + m_total)
 
-
-def _pairs(pred: Any, meas: Any) -> list[tuple[Any, Any, Any]]:
-    """(rank, predicted rank, measured rank): the only ones of two single traces, else paired by rank number."""
-    if pred.single and meas.single:
-        return [(None, pred.ranks[0], meas.ranks[0])]
-    p = {r.number: r for r in pred.ranks}
-    m = {r.number: r for r in meas.ranks}
-    if set(p) != set(m):
-        raise HabitatTraceError(f"{pred.source} and {meas.source} hold other ranks ({sorted(p, key=str)} and "
-                                f"{sorted(m, key=str)}); give the predicted and the measured traces of the same ranks")
-    return [(k, p[k], m[k]) for k in sorted(p)]

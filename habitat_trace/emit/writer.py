@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import gzip
 import os
+import secrets
 import stat
 import sys
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -209,18 +209,24 @@ def write_pieces(data: Iterable[bytes | memoryview], out: Path, gzipped: bool = 
             raise OutputError(f"{out}: cannot write ({exc.strerror}); choose another -o") from None
         return out
     target = Path(os.path.realpath(out))
+    # The temporary file's name is chosen before the file exists (O_EXCL), so the clean-up below knows it wherever a
+    # signal lands: with mkstemp, a Ctrl-C between the file's creation and this try left it behind (issue 33, item 10)
+    tmp = str(target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp")
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise OutputError(f"{out}: cannot write in {target.parent} ({exc.strerror}); "
-                          "check the directory's permissions or choose another -o") from None
-    try:
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+        except OSError as exc:
+            if isinstance(exc, FileExistsError):
+                tmp = ""  # another writer's: not ours to remove
+            raise OutputError(f"{out}: cannot write in {target.parent} ({exc.strerror}); "
+                              "check the directory's permissions or choose another -o") from None
         with os.fdopen(fd, "wb") as fh:
             _copy(data, fh, gz)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; the output is an ordinary file
+        os.chmod(tmp, 0o666 & ~_umask())  # made 0600 like mkstemp's; the output is an ordinary file
         os.replace(tmp, target)
     except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise OutputError(f"{out}: cannot write ({exc.strerror}); check the directory's permissions") from None
         raise

@@ -17,11 +17,16 @@ NS_PER_US = 1000
 
 
 def floats(values: Sequence[Any]) -> np.ndarray:
-    """float64 array; None, strings and other junk become NaN."""
+    """float64 array; None, strings (even "12": the rules Perfetto's importer applies take no string for a time,
+    ingest/rules.py) and other junk become NaN. The dtype numpy infers says whether every value is a number: a
+    conversion straight to float64 would parse "12" (and the output then broke check, issue 33)."""
     try:
-        return np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return np.array([_float_or_nan(v) for v in values], dtype=np.float64)
+        arr = np.array(values)
+        if arr.ndim == 1 and arr.dtype.kind in "fiu":
+            return arr.astype(np.float64, copy=False)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return np.array([math.nan if isinstance(v, str) else _float_or_nan(v) for v in values], dtype=np.float64)
 
 
 def ints(values: Sequence[Any], default: int = -1) -> np.ndarray:

@@ -3,17 +3,21 @@
 ``--keep-profiler-overhead``), the deployment what-ifs for collectives, the data-parallel scale-out of a one-GPU
 trace (``--world-size``, ``--strategy``, ``--bucket-mb``), the ``--to`` list and ``--price``.
 
-Names are checked here, before any trace is read: an unknown GPU is a SpecError with close matches.
+``Options.of(**keywords)`` is the one keyword -> Options map (KEYWORDS: each option by its flag's name, ``--from`` as
+``origin``): the CLI passes its options through it, ``habitat_trace.open(path, **options)`` and the hook
+``tensorboard_trace_handler(dir, to, **options)`` theirs; ``Options.but`` changes some of them. A new option is one
+keyword here (a field of a part, or a part) and one flag in cli.py. Values and names are checked here, before any
+trace is read: a bad value is a UsageError, an unknown GPU a SpecError with close matches.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
-from habitat_trace.errors import HabitatTraceError, SpecError
-from habitat_trace.pipeline.host import Host
+from habitat_trace.errors import SpecError, UsageError
+from habitat_trace.pipeline.host import Host, step_ms
 from habitat_trace.scale.collective import INTERCONNECTS, with_deployment
 from habitat_trace.scale.dataparallel import DEFAULT_BUCKET_MB, STRATEGIES, ScaleOut
 from habitat_trace.scale.gpu import GpuSpec
@@ -32,13 +36,19 @@ class Deployment:
 
     def __post_init__(self) -> None:
         if self.interconnect is not None and self.interconnect not in INTERCONNECTS:
-            raise HabitatTraceError(f"--interconnect {self.interconnect!r}: choose one of {', '.join(INTERCONNECTS)}")
+            raise UsageError(f"--interconnect {self.interconnect!r}: choose one of {', '.join(INTERCONNECTS)}")
         for flag, v in (("--gpus-per-node", self.gpus_per_node), ("--nodes", self.nodes)):
             if v is not None and v < 1:
-                raise HabitatTraceError(f"{flag} {v}: give a positive number")
+                raise UsageError(f"{flag} {v}: give a positive number")
 
     def apply(self, spec: GpuSpec) -> GpuSpec:
         return with_deployment(spec, **asdict(self))
+
+    def whatif(self) -> Optional[str]:
+        """The what-ifs as a row names them ("pcie, 8 GPUs a node, 2 nodes"); None when none is set."""
+        parts = [self.interconnect or "", f"{self.gpus_per_node} GPUs a node" if self.gpus_per_node else "",
+                 f"{self.nodes} nodes" if self.nodes else ""]
+        return ", ".join(p for p in parts if p) or None
 
 
 @dataclass(frozen=True)
@@ -52,12 +62,12 @@ class DataParallel:
 
     def __post_init__(self) -> None:
         if isinstance(self.world_size, bool) or not isinstance(self.world_size, int) or self.world_size < 1:
-            raise HabitatTraceError(f"--world-size {self.world_size}: give the number of GPUs (ranks), 1 or more")
+            raise UsageError(f"--world-size {self.world_size}: give the number of GPUs (ranks), 1 or more")
         if self.strategy not in STRATEGIES:
-            raise HabitatTraceError(f"--strategy {self.strategy!r}: choose {' or '.join(STRATEGIES)}")
+            raise UsageError(f"--strategy {self.strategy!r}: choose {' or '.join(STRATEGIES)}")
         if not (isinstance(self.bucket_mb, (int, float)) and math.isfinite(self.bucket_mb) and self.bucket_mb > 0):
-            raise HabitatTraceError(f"--bucket-mb {self.bucket_mb}: give a positive size in MiB, e.g. "
-                                    f"{DEFAULT_BUCKET_MB:g} (DDP's default)")
+            raise UsageError(f"--bucket-mb {self.bucket_mb}: give a positive size in MiB, e.g. "
+                             f"{DEFAULT_BUCKET_MB:g} (DDP's default)")
 
     @property
     def active(self) -> bool:
@@ -67,6 +77,15 @@ class DataParallel:
         """The scale-out with the deployment what-ifs (None fields: the target's usual node)."""
         return ScaleOut(self.world_size, self.strategy, float(self.bucket_mb), interconnect=deployment.interconnect,
                         gpus_per_node=deployment.gpus_per_node, nodes=deployment.nodes)
+
+
+# keyword -> the part of Options it sets (the part's field of that name); "specs" and "origin" are read against the
+# catalog by Options.but
+PARTS = {"cpu_speed": "host", "keep_profiler_overhead": "host", "measured_step_ms": "host", "interconnect": "deployment",
+         "gpus_per_node": "deployment", "nodes": "deployment", "world_size": "data_parallel",
+         "strategy": "data_parallel", "bucket_mb": "data_parallel"}
+# "measured_step" is the user's text (--measured-step: ms or it/s), read into the host's measured_step_ms
+KEYWORDS = ("specs", "origin", *(k for k in PARTS if k != "measured_step_ms"), "measured_step")
 
 
 @dataclass(frozen=True)
@@ -81,21 +100,43 @@ class Options:
     data_parallel: DataParallel = field(default_factory=DataParallel)
 
     def __post_init__(self) -> None:
+        if not self.host.cpu_speed > 0 or not math.isfinite(self.host.cpu_speed):
+            raise UsageError(f"--cpu-speed {self.host.cpu_speed}: give a positive ratio, e.g. 1.5")
         nodes, world = self.deployment.nodes, self.data_parallel.world_size
         if self.data_parallel.active and nodes is not None and nodes > world:
-            raise HabitatTraceError(f"--nodes {nodes}: more nodes than --world-size {world} ranks; give at most "
-                                    f"{world}")
+            raise UsageError(f"--nodes {nodes}: more nodes than --world-size {world} ranks; give at most {world}")
 
     @classmethod
-    def load(cls, specs: str | Path | None = None, origin: Optional[str] = None, host: Host = Host(),
-             deployment: Deployment = Deployment(), data_parallel: DataParallel = DataParallel()) -> "Options":
-        """The packaged catalog with ``specs`` added; ``origin`` is checked against it."""
-        if not host.cpu_speed > 0 or not math.isfinite(host.cpu_speed):
-            raise HabitatTraceError(f"--cpu-speed {host.cpu_speed}: give a positive ratio, e.g. 1.5")
-        catalog = load_catalog(Path(specs) if specs else None)
-        if origin:
-            catalog.resolve(origin)
-        return cls(catalog, Path(specs).name if specs else None, origin, host, deployment, data_parallel)
+    def of(cls, **keywords: Any) -> "Options":
+        """The packaged catalog and the defaults, with ``keywords`` (KEYWORDS): ``specs`` (a catalog TOML added),
+        ``origin`` (``--from``: a GPU name, checked against the catalog), ``cpu_speed``, ``keep_profiler_overhead``,
+        ``interconnect``, ``gpus_per_node``, ``nodes``, ``world_size``, ``strategy``, ``bucket_mb``,
+        ``measured_step`` (the user's un-profiled origin step: ms, "3.1ms" or "320it/s"; pipeline.host.step_ms); None,
+        or a keyword left out, is the default."""
+        return cls(load_catalog()).but(**keywords)
+
+    def but(self, **changes: Any) -> "Options":
+        """These options with ``changes`` (Options.of's keywords; None leaves one as it is); ``origin`` may be a
+        GpuSpec (a scaled trace's: its target)."""
+        unknown = sorted(set(changes) - set(KEYWORDS))
+        if unknown:
+            raise TypeError(f"unknown option {unknown[0]!r}; the options are {', '.join(KEYWORDS)}")
+        out: dict[str, Any] = {}
+        if "specs" in changes:
+            specs = changes["specs"]
+            out.update(catalog=load_catalog(Path(specs) if specs else None), specs_file=Path(specs).name if specs
+                       else None)
+        if "origin" in changes:
+            out["origin"] = changes["origin"] or None
+        if isinstance(out.get("origin", self.origin), str):
+            out.get("catalog", self.catalog).resolve(out.get("origin", self.origin))
+        given = changes.get("measured_step")
+        changes = {**changes, **({"measured_step_ms": step_ms(given)} if given is not None else {})}
+        for part in dict.fromkeys(PARTS.values()):
+            mine = {k: v for k, v in changes.items() if PARTS.get(k) == part and v is not None}
+            if mine:
+                out[part] = replace(getattr(self, part), **mine)
+        return replace(self, **out)
 
     def targets(self, to: str | Sequence[str]) -> list[GpuSpec]:
         """``--to`` values (repeated, comma-separated, or ``all``) -> catalog GPUs with the deployment what-ifs, in
@@ -120,7 +161,7 @@ class Options:
             except ValueError:
                 value = float("nan")
             if not sep or not name.strip() or not math.isfinite(value) or value < 0:
-                raise HabitatTraceError(f"--price {item!r}: write GPU=USD per hour, e.g. --price L4=0.80,T4=0.35")
+                raise UsageError(f"--price {item!r}: write GPU=USD per hour, e.g. --price L4=0.80,T4=0.35")
             out[self.catalog.resolve(name.strip()).name] = value
         return out
 

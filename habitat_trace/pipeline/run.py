@@ -20,7 +20,7 @@ import pandas as pd
 from habitat_trace.errors import HabitatTraceError, SpecError, TraceFormatError
 from habitat_trace.ingest import reader, rules
 from habitat_trace.ingest.trace import DistributedInfo, Tables, load
-from habitat_trace.pipeline.host import HostClock, host_clock
+from habitat_trace.pipeline.host import GIVEN_BY_USER, HostClock, host_clock
 from habitat_trace.pipeline.options import Options
 from habitat_trace.scale.engine import predict
 from habitat_trace.scale.gpu import GpuSpec
@@ -31,7 +31,7 @@ from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.joint import replay_ranks
 from habitat_trace.timeline.overhead import FALLBACK_UNIT_NS
 from habitat_trace.timeline.replay import Timeline
-from habitat_trace.timeline.scaleout import Prepared, ScaledOut, prepare, scale_out
+from habitat_trace.timeline.scaleout import Prepared, ScaledOut, decontended, prepare, scale_out
 from habitat_trace.timeline.steps import StepFigures, replayed_step_figures
 
 TRACE_GLOBS = ("*.json", "*.json.gz")
@@ -97,15 +97,18 @@ class Rank:
         """The fastest and slowest host clocks the trace is consistent with (timeline/hostband.py): the range of
         every iteration this rank reports."""
         hc = self.clock
-        return hostband.host_band(hc.clock, hc.evidence, hc.measured_step_ns is not None)
+        return hostband.host_band(hc.clock, hc.evidence, hc.measured_source)
 
     @cached_property
     def floor_ms(self) -> float:
         """What the trace proves of its origin step (timeline/floors.py: busiest stream, calls, syncs), mean over
-        the ProfilerSteps in ms; 0 without steps."""
+        the steady ProfilerSteps (pipeline.figures.steady) in ms; 0 without steps."""
+        from habitat_trace.pipeline.figures import steady
+
         if not len(self.tables.steps):
             return 0.0
-        return float(np.mean(floors.step_floor(self.tables).step_ns)) / 1e6
+        keep = steady(self.tables.steps["number"].to_numpy())
+        return float(np.mean(floors.step_floor(self.tables).step_ns[keep])) / 1e6
 
     @cached_property
     def input_violations(self) -> dict[str, list[int]]:
@@ -124,34 +127,41 @@ class Headline:
 
     iteration_ms: float
     gpu_busy_ms: float
-    source: str  # "predicted", or "measured": the origin's un-profiled step the trace carries
+    source: str  # ITERATION_SOURCES: where the iteration comes from
     iteration_low_ms: float
     iteration_high_ms: float
     range_source: str  # RANGE_SOURCES: what the range rests on
 
 
-# What a Headline's range rests on: the overhead model's measured error ("model", hostband.PACE_*), the noise of the
-# measured loop a hook-recorded trace carries ("measured", hostband.MEASURED_*), nothing to estimate ("none": the
-# profiler's overhead kept or removed before, so the trace's host is the host).
-RANGE_SOURCES = ("model", "measured", "none")
+# Where a Headline's iteration comes from: on the origin, the un-profiled step measured in the trace (our hook's),
+# given by the user (Host.measured_step_ms) or estimated from the trace; on a target, predicted.
+ITERATION_SOURCES = ("measured", "given", "estimated", "predicted")
+# What a Headline's range rests on: the origin rows' measured error when nothing anchors the trace ("model",
+# hostband.PACE_*), the noise of a measured loop the clock is calibrated to ("measured": our hook's; "given": the
+# user's; hostband.MEASURED_*; the origin row with a given step is that step, a point), nothing to estimate
+# ("none": the profiler's overhead kept or removed before, so the trace's host is the host).
+RANGE_SOURCES = ("model", "measured", "given", "none")
 
 
 class BandEnds:
-    """Each rank's iteration (ms) replayed on its host band's fast and on its slow clock (Rank.band), every rank
-    jointly as in the central replay; replayed on first use (``scale`` writing traces never asks), once."""
+    """Each rank replayed on its host band's fast and on its slow clock (Rank.band), every rank jointly as in the
+    central replay; replayed on first use (``scale`` writing traces never asks), once. ``iterate(clocks)`` gives
+    each rank's (iteration, fastest steady step) in ms (pipeline.figures)."""
 
-    def __init__(self, iterate: Callable[[Sequence[CpuClock]], list[float]],
+    def __init__(self, iterate: Callable[[Sequence[CpuClock]], list[tuple[float, float]]],
                  bands: Sequence[hostband.HostBand]) -> None:
         self._iterate = iterate
         self._bands = tuple(bands)
         self._ends: Optional[list[tuple[float, float]]] = None
 
     def of(self, position: int) -> tuple[float, float]:
-        """(on the fast clocks, on the slow clocks) of the rank at ``position``."""
+        """(fast end, slow end) of the rank at ``position``: the iteration on the slow clocks, and on the fast
+        clocks the fastest steady step when nothing anchors the rank's clock (hostband's "model" band), else the
+        iteration there too (a measured step is a mean: its noise band is around the mean)."""
         if self._ends is None:
             fast = self._iterate([b.fast for b in self._bands])
             slow = self._iterate([b.slow for b in self._bands])
-            self._ends = list(zip(fast, slow))
+            self._ends = [(f[1] if b.source == "model" else f[0], s[0]) for f, s, b in zip(fast, slow, self._bands)]
         return self._ends[position]
 
 
@@ -166,6 +176,7 @@ class RankReplay:
     scaled_out: Optional[ScaledOut] = None  # --world-size N: the synthesized rank (its tables are what was replayed)
     band_ends: Optional[BandEnds] = None  # the replays on the rank's band (None: a point range)
     position: int = 0  # the rank's place in band_ends
+    run_ranks: int = 1  # the ranks replayed jointly with it (their range holds the joint replay's own error too)
 
     @property
     def tables(self) -> Tables:
@@ -185,13 +196,15 @@ class RankReplay:
 
     @cached_property
     def headline(self) -> Headline:
-        """Built once. On the origin (same GPU) a trace that carries its measured un-profiled step time is never
-        contradicted: the iteration is max(that, the GPU busy time), source "measured", its range the loop's
-        measurement noise (hostband.value_range); otherwise (and for a scale-out, which the one-GPU measurement
-        does not describe) the replay's (figures.iteration_figures), source "predicted", its range the replays on
-        the band's fast and slow host clocks (hostband.ends_range). On the origin neither the iteration nor its
-        range is below what the trace proves (Rank.floor_ms). Not the central replay's GPU busy time: a faster host
-        lets streams overlap more (gnmt on an H200: 27.5 ms busy on the band's fast clock, 32.4 central)."""
+        """Built once. On the origin (same GPU) a measured un-profiled step is never contradicted: the user's
+        (Host.measured_step_ms) is the iteration, exactly, source and range "given"; one the trace carries (our
+        hook's) gives max(it, the GPU busy time), source "measured", its range the loop's measurement noise
+        (hostband.value_range). Otherwise (and for a scale-out, which the one-GPU measurement does not describe) the
+        replay's (figures.iteration_figures), source "estimated" on the origin and "predicted" on a target, its
+        range the fastest steady step on the band's fast clock to the iteration on its slow clock
+        (hostband.ends_range). On the origin neither the iteration nor its range is below what the trace proves
+        (Rank.floor_ms). Not the central replay's GPU busy time: a faster host lets streams overlap more (gnmt on an
+        H200: 27.5 ms busy on the band's fast clock, 32.4 central)."""
         from habitat_trace.pipeline.figures import iteration_figures
 
         it, busy = iteration_figures(self.tables, self.timeline)
@@ -200,16 +213,24 @@ class RankReplay:
         floor = self.rank.floor_ms if same else 0.0
         band = self.rank.band
         source = "none" if band.is_point or self.band_ends is None else band.source
+        if measured is not None and same and self.host.measured_source == GIVEN_BY_USER:
+            return Headline(measured / 1e6, busy, "given", measured / 1e6, measured / 1e6, "given")
         if measured is not None and same:
             central = max(measured / 1e6, busy)
             lo, hi = hostband.value_range(central, band, floor) if source != "none" else (central, central)
             return Headline(central, busy, "measured", lo, hi, source)
         central = max(it, floor)
+        kind = "estimated" if same else "predicted"
         if source == "none" or self.band_ends is None:
-            return Headline(central, busy, "predicted", central, central, "none")
+            return Headline(central, busy, kind, central, central, "none")
         fast, slow = self.band_ends.of(self.position)
         lo, hi = hostband.ends_range(fast, slow, central, floor)
-        return Headline(central, busy, "predicted", lo, hi, source)
+        # a data-parallel step, synthesized or replayed from its ranks: its own measured error too (hostband)
+        if self.scaled_out is not None:
+            lo, hi = min(lo, central * hostband.SCALEOUT_FAST), max(hi, central * hostband.SCALEOUT_SLOW)
+        elif self.run_ranks > 1:
+            lo, hi = min(lo, central * hostband.JOINT_FAST), max(hi, central * hostband.JOINT_SLOW)
+        return Headline(central, busy, kind, lo, hi, source)
 
 
 @dataclass(frozen=True)
@@ -250,24 +271,39 @@ class Run:
         self._baseline: Optional[Replay] = None
 
     @classmethod
-    def open(cls, path: str | Path, options: Options) -> "Run":
-        """A trace file (one rank), or a directory of one trace per rank of one run (ordered by rank)."""
-        files = trace_files(Path(path))
-        tables = [load(f) for f in files]
-        runs = group_ranks(files, [t.distributed for t in tables])
-        if len(runs) > 1:
-            raise TraceFormatError(
-                f"{path}: {len(runs)} traces of different runs (no distributedInfo, or world size 1, or several "
-                "ranks of one number); this command reads one run: a trace, or a directory of one trace per rank "
-                "recorded after torch.distributed.init_process_group (`habitat-trace scale DIR` scales independent "
-                "traces)")
-        by_file = dict(zip(files, tables))
-        return cls([by_file[f] for f in runs[0]], options, Path(path))
+    def read(cls, path: str | Path | Sequence[Path], options: Options) -> tuple[list["Run"], list[Unread]]:
+        """Every run of a trace file, a directory (group_ranks: the ranks of a distributed run are one run, ordered
+        by rank; any other trace a run of its own) or a list of files, and the traces of a directory or list that
+        could not be read (a file's own error is raised). The one place runs are read (every command, the API, the
+        hook and scale's workers come through here)."""
+        several = not isinstance(path, (str, Path)) or Path(path).is_dir()
+        files = list(path) if not isinstance(path, (str, Path)) else trace_files(Path(path))
+        tables: dict[Path, Tables] = {}
+        unread: list[Unread] = []
+        for f in files:
+            try:
+                tables[f] = load(f)
+            except HabitatTraceError as exc:
+                if not several:
+                    raise
+                unread.append(Unread(f, exc))
+        runs = group_ranks(list(tables), [t.distributed for t in tables.values()])
+        source = Path(path) if isinstance(path, (str, Path)) else None
+        return [cls([tables[f] for f in run], options, source if len(runs) == 1 else None) for run in runs], unread
 
     @classmethod
-    def load(cls, files: Sequence[Path], options: Options, source: Optional[Path] = None) -> "Run":
-        """The files of one run (group_ranks' order)."""
-        return cls([load(f) for f in files], options, source)
+    def open(cls, path: str | Path | Sequence[Path], options: Options) -> "Run":
+        """One run (Run.read): a trace file (one rank), a directory of one trace per rank of one run, or the files
+        of one run; the first trace that could not be read raises its error."""
+        runs, unread = cls.read(path, options)
+        if unread:
+            raise unread[0].error
+        return one_run(runs, path)
+
+    def under(self, options: Options, tables: Optional[Sequence[Tables]] = None) -> "Run":
+        """This run predicted with other ``options``; with ``tables``, its ranks' tables replaced (a scaled run: the
+        target's tables, one per rank)."""
+        return Run(tables if tables is not None else [r.tables for r in self.ranks], options, self.source)
 
     @property
     def single(self) -> bool:
@@ -284,17 +320,21 @@ class Run:
         ``--world-size N``, the one rank as one of N (``scaled_out``)."""
         if self.options.data_parallel.active:
             return self.scaled_out(target)
-        from habitat_trace.pipeline.figures import iteration_figures
+        from habitat_trace.pipeline.figures import iteration_and_fastest
 
         preds = [predict(r.tables, r.origin, target if target is not None else r.origin) for r in self.ranks]
         tables = [r.tables for r in self.ranks]
         joint = replay_ranks(tables, preds, [r.clock.clock for r in self.ranks])
 
-        def iterate(clocks: Sequence[CpuClock]) -> list[float]:
-            return [iteration_figures(t, tl)[0] for t, tl in zip(tables, replay_ranks(tables, preds, clocks).timelines)]
-        ends = BandEnds(iterate, [hostband.slowest_of(r.band, len(self.ranks)) for r in self.ranks])
+        bands = [hostband.slowest_of(r.band, len(self.ranks)) for r in self.ranks]
+
+        def iterate(clocks: Sequence[CpuClock]) -> list[tuple[float, float]]:  # the fast end: the contention out
+            ps = [decontended(t, p) for t, p in zip(tables, preds)] if clocks[0] is bands[0].fast else preds
+            timelines = replay_ranks(tables, ps, clocks).timelines
+            return [iteration_and_fastest(t, tl) for t, tl in zip(tables, timelines)]
+        ends = BandEnds(iterate, bands)
         ranks = tuple(RankReplay(r, p, tl, r.clock if c is None or c is r.clock.clock else replace(r.clock, clock=c),
-                                 band_ends=ends, position=i)
+                                 band_ends=ends, position=i, run_ranks=len(self.ranks))
                       for i, (r, p, tl, c) in enumerate(zip(self.ranks, joint.predictions, joint.timelines,
                                                             joint.clocks)))
         warnings = tuple(dict.fromkeys([w for p in preds for w in p.warnings] + self.host_warnings()
@@ -305,7 +345,7 @@ class Run:
         """The one rank predicted on ``target`` (None: its origin GPU) as one of ``options.data_parallel``'s N ranks,
         the collectives priced over the target's interconnect (the deployment what-ifs applied); no rank waits for
         another (every rank runs this step), so the run's collectives table is empty."""
-        from habitat_trace.pipeline.figures import iteration_figures
+        from habitat_trace.pipeline.figures import iteration_and_fastest
 
         r = self.ranks[0]
         pred = predict(r.tables, r.origin, target if target is not None else r.origin)
@@ -317,10 +357,10 @@ class Run:
 
         band = hostband.slowest_of(r.band, plan.world_size)  # every collective waits for the slowest rank's host
 
-        def iterate(clocks: Sequence[CpuClock]) -> list[float]:  # the slow end: with the worst contention too
+        def iterate(clocks: Sequence[CpuClock]) -> list[tuple[float, float]]:  # the slow end: the worst contention
             o = scale_out(r.tables, pred, plan, clocks[0], r.params, unit, worst_contention=clocks[0] is band.slow,
                           prepared=prepared)
-            return [iteration_figures(o.synthesized.tables, o.timeline)[0]]
+            return [iteration_and_fastest(o.synthesized.tables, o.timeline)]
         rr = RankReplay(r, out.synthesized.prediction, out.timeline, host, out, BandEnds(iterate, [band]))
         none = pd.DataFrame(columns=["rank", "row", "key", "collective", "transfer_ns", "wait_ns"])
         return Replay(target, (rr,), none, 0, tuple(dict.fromkeys(list(out.warnings) + self.host_warnings())))
@@ -355,6 +395,25 @@ class Run:
         above 60% of a step: timeline/overhead.py), so that every row the clock serves says so."""
         several = len(self.ranks) > 1
         return [f"rank {r.number}: {w}" if several else w for r in self.ranks for w in r.clock.warnings]
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A trace of a directory that could not be read: its path and the error (the rest of the directory goes on)."""
+
+    path: Path
+    error: HabitatTraceError
+
+
+def one_run(runs: Sequence[Run], path: object) -> Run:
+    """The one run a command (compare, explain, validate) reads; an error naming ``path`` when there are several."""
+    if len(runs) > 1:
+        raise TraceFormatError(
+            f"{path}: {len(runs)} traces of different runs (no distributedInfo, or world size 1, or several "
+            "ranks of one number); this command reads one run: a trace, or a directory of one trace per rank "
+            "recorded after torch.distributed.init_process_group (`habitat-trace scale DIR` scales independent "
+            "traces)")
+    return runs[0]
 
 
 def trace_files(path: Path) -> list[Path]:

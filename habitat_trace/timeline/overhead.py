@@ -1,8 +1,8 @@
 """torch.profiler's own host overhead in a trace: how much of each step's CPU time the profiler added.
 
 ``estimate(trace)`` (or ``estimate_tables`` on the ingest tables) returns the overhead per step and per
-recorded CPU event (int64 ns aligned with ``trace.ops`` / ``trace.calls`` rows), its range, what the trace proves
-of each step (timeline/floors.py) and the evidence used, so a replay can shift the CPU timeline back to the
+recorded CPU event (int64 ns aligned with ``trace.ops`` / ``trace.calls`` rows), what the trace proves of each
+step (timeline/floors.py) and the evidence used, so a replay can shift the CPU timeline back to the
 un-profiled one (``OverheadEstimate.shift_ns``, or cpuclock.CpuClock from its knots).
 
 Model. Every event the profiler records costs the host a fixed number of "trivial-op units" u, where u is
@@ -20,11 +20,9 @@ time than elapsed, and never shortens a launch call below its own cost; a step's
 floors.StepFloor.host_ns. Runtime/driver calls get no cost of their own: CUPTI's per-call cost (variant e) was
 below the run-to-run noise of the measurement.
 
-Range. The model's held-out error on the calibration runs, as a pace factor on the de-profiled host time, spans
-PACE_FAST..PACE_SLOW (90% of the runs); ``low/high_per_step_ns`` are that range in overhead terms (removal_range),
-and hostband.py turns it into host clocks for any replay. Warnings travel with the estimate: the fallback u, u
-outside the calibrated hosts' range (an extrapolation: the range then reaches the profiled step) and an estimate
-above OVERHEAD_WARN_SHARE of a profiled step.
+Range: timeline/hostband.py (the origin row's measured error, as host clocks for any replay). Warnings travel
+with the estimate: the fallback u, u outside the calibrated hosts' range (an extrapolation: the range then reaches
+the profiled step) and an estimate above OVERHEAD_WARN_SHARE of a profiled step.
 
 Calibration: K_* are non-negative least squares of (profiled - un-profiled host issue time per step) on
 (per-step event counts x u), weighted by 1/un-profiled time, over 12 workloads x 4 profiler variants x 2 hosts
@@ -71,14 +69,6 @@ K_PYTHON = 1.73
 K_MEMORY = 0.05
 STEP_PREFIX = "ProfilerStep#"
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")  # as the collector
-# The model's measured error, as a pace factor on the de-profiled host time: rho = un-profiled host time /
-# (profiled - estimated overhead), quantiles PACE_QUANTILES of its 192 held-out values over the calibration runs
-# (leave one workload out and leave one host out, pooled: benchmarks/overhead_eval.py "band": 0.732, 1.478), rounded
-# outward. The real step lay in [PACE_FAST, PACE_SLOW] x the de-profiled one for 90% of them; the spread is mostly
-# the host's pace between a recording and the un-profiled loop, which no single trace shows (model.md, issue 28).
-PACE_QUANTILES = (0.05, 0.95)
-PACE_FAST = 0.73
-PACE_SLOW = 1.48
 # Above this share of the profiled step the estimate comes with a warning (issue 28): the calibration runs' largest
 # measured overhead was 58% of a profiled step (hf_gpt2_decode16_b1 with profile_memory on the H200 host).
 OVERHEAD_WARN_SHARE = 0.60
@@ -107,16 +97,13 @@ class Evidence:
 
 @dataclass(frozen=True)
 class OverheadEstimate:
-    """The overhead per step: ``per_step_ns`` central, ``low_per_step_ns``..``high_per_step_ns`` the range the
-    model's measured error leaves (removal_range), never leaving a step shorter than ``floor`` proves."""
+    """The overhead per step (``per_step_ns``), never leaving a step shorter than ``floor`` proves."""
 
     per_step_ns: np.ndarray  # int64, one per row of the steps table
     op_ns: np.ndarray  # int64, one per row of the ops table (0 for ProfilerStep annotations)
     call_ns: np.ndarray  # int64, one per row of the calls table (0: see module doc)
     evidence: Evidence
     warnings: tuple[str, ...] = ()
-    low_per_step_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    high_per_step_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     floor: floors.StepFloor | None = None
     _knots: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
@@ -238,10 +225,9 @@ def estimate_tables(ops: pd.DataFrame, calls: pd.DataFrame, steps: pd.DataFrame,
                   ops_per_step=float(counted.sum()) / n, calls_per_step=float(len(calls)) / n,
                   python_per_step=float(n_python.sum()) / n, memory_per_step=float(n_memory.sum()) / n,
                   launch_ns=_launch_ns(calls), extrapolated=measured and not _calibrated(unit))
-    low, high = removal_range(span, per_step, floor.host_ns, ev.extrapolated)
     return OverheadEstimate(per_step_ns=per_step, op_ns=clipped, call_ns=np.zeros(len(calls), dtype=np.int64),
                             evidence=ev, warnings=_warnings(ev, n_trivial, per_step, span, len(ops) > 0),
-                            low_per_step_ns=low, high_per_step_ns=high, floor=floor, _knots=knots)
+                            floor=floor, _knots=knots)
 
 
 def _raw_costs(ops: pd.DataFrame, n_steps: int, unit: int, n_python: np.ndarray, n_memory: np.ndarray
@@ -257,19 +243,6 @@ def _raw_costs(ops: pd.DataFrame, n_steps: int, unit: int, n_python: np.ndarray,
     share = np.where(ops_in_step > 0, extra / np.maximum(ops_in_step, 1), 0.0)
     raw = raw + np.where(counted, share[np.clip(op_step, 0, max(n_steps - 1, 0))] if n_steps else 0.0, 0.0)
     return raw, counted, op_step, shapes
-
-
-def removal_range(span_ns: np.ndarray, removed_ns: np.ndarray, host_floor_ns: np.ndarray, extrapolated: bool
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """(least, most) overhead per step: the de-profiled host span ``d = span - removed`` times the model's measured
-    pace error (PACE_SLOW .. PACE_FAST), the real step never below ``host_floor_ns`` nor above the profiled span;
-    when u lies outside the calibrated hosts' (``extrapolated``) the least is nothing removed."""
-    d = (span_ns - removed_ns).astype(float)
-    real_fast = np.maximum(np.round(d * PACE_FAST), host_floor_ns)
-    real_slow = span_ns if extrapolated else np.minimum(np.round(d * PACE_SLOW), span_ns)
-    most = np.clip(span_ns - real_fast, 0, None).astype(np.int64)
-    least = np.clip(span_ns - real_slow, 0, None).astype(np.int64)
-    return np.minimum(least, removed_ns), np.maximum(most, removed_ns)
 
 
 def _warnings(ev: Evidence, n_trivial: int, per_step: np.ndarray, span: np.ndarray, has_ops: bool

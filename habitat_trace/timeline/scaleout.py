@@ -214,6 +214,27 @@ def contend(syn: Synthesized, timeline: Timeline, slowdown: np.ndarray, worst: b
     return replace(p, dur_ns=np.maximum(stretched, p.dur_ns))
 
 
+def decontended(tables: Any, prediction: Prediction) -> Prediction:
+    """A rank trace's prediction with the contention its recording shows taken out: each compute kernel that the
+    rank's own NCCL kernels overlapped for a share f of its recorded time ran (1 + f x (r - 1)) x longer, r its
+    slowdown on the SMs their channels (the NCCL kernels' grid) leave (``contend``'s law); divided out here. The low
+    end of a joint replay's range: the profiled window's waits kept the collectives' SMs longer than the un-profiled
+    run's do."""
+    g = tables.gpu
+    nccl = g[S.KCLASS].to_numpy() == K.NCCL
+    grid = g["grid_x"].to_numpy()[nccl] if "grid_x" in g.columns else np.zeros(0)
+    channels = int(np.median(grid[grid > 0])) if (grid > 0).any() else 0
+    if not nccl.any() or channels <= 0:
+        return prediction
+    s = g[S.TS].to_numpy()
+    e = s + g[S.DUR].to_numpy()
+    frac = np.where(nccl | (e <= s), 0.0,
+                    np.minimum(covered(s[nccl], e[nccl], s, e).astype(np.float64) / np.maximum(e - s, 1), 1.0))
+    slower = slowdown_fewer_sms(tables, prediction, tables, channels)
+    dur = np.maximum(np.rint(prediction.dur_ns / (1.0 + frac * (slower - 1.0))), 1).astype(np.int64)
+    return replace(prediction, dur_ns=dur)
+
+
 def _refuse_distributed(tables: Any) -> None:
     nccl = int((tables.gpu[S.KCLASS].to_numpy() == K.NCCL).sum())
     if nccl:

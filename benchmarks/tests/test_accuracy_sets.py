@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 
+import accuracy
 from habitat_trace import pipeline
 from habitat_trace.ingest import schema as S
-from tests.conftest import MLP_FIXTURE, ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import accuracy  # noqa: E402
+from tests.conftest import MLP_FIXTURE
 
 
 def _hooked(tmp_path: Path) -> Path:

@@ -3,12 +3,12 @@ workload H100<->H200 and 132->64 SMs predicts per-step GPU busy time within a 5%
 launch-bound steps stay launch-bound."""
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import pytest
 
-from tests.conftest import ROOT, SHARED, needs_shared
+import accuracy
+from tests.conftest import SHARED, needs_shared
 
 MEAN_ERROR_BOUND_PCT = 5.0  # issue 3: mean busy-time error <= 5% (identity 8.5%, bandwidth ratio 27.9%)
 WORST_ERROR_BOUND_PCT = 15.0  # no single workload may be far off while the mean looks good
@@ -18,10 +18,7 @@ SPAN_ERROR_BOUND_PCT = 8.0  # issue 4: same-host SM pairs within 8% (7.7% measur
 
 @pytest.fixture(scope="module")
 def rows() -> list[dict]:
-    spec = importlib.util.spec_from_file_location("accuracy", ROOT / "benchmarks" / "accuracy.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.run(SHARED, only_sets=("shared",), only_categories=("cross-GPU", "SM-scaled"))
+    return accuracy.run(SHARED, only_sets=("shared",), only_categories=("cross-GPU", "SM-scaled"))
 
 
 @needs_shared

@@ -4,24 +4,11 @@ benchmarks/results/train_published/README.md). The published rows' conversion ru
 where the traces are (they are kept outside the repository)."""
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
+import train_published as BENCH
 from habitat_trace.scale.specs import load_catalog
 
-from tests.conftest import ROOT
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("train_published",
-                                                  ROOT / "benchmarks" / "crossarch" / "train_published.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-BENCH = _bench()
 needs_traces = pytest.mark.skipif(not all((BENCH.TRACES / t).is_file() for t in BENCH.measured()["trace"]),
                                   reason=f"the H100 traces are not in {BENCH.TRACES}")
 # DLE's figures as steps: batch / img_s (README tables at the commits in published.csv)
