@@ -110,6 +110,15 @@ def test_latency_work_scales_with_sms_times_clock() -> None:
     assert t[0] / 1e6 == pytest.approx(132 * 1830 / (128 * 2820), rel=1e-9)
 
 
+def test_cuda_core_work_keeps_the_boost_clock_tensor_work_the_tensor_clock() -> None:
+    """The H100's FP32 peak is quoted at its 1980 MHz boost clock, its tensor peaks at 1830 MHz (gpus.toml
+    tensor_clock_mhz_implied): latency work of a CUDA-core kernel moves with 132 x 1980, of a tensor kernel with
+    132 x 1830 (issue 32); a GPU without a lower tensor clock (RTX 4090) runs both at its one clock."""
+    ks = [{"t": 1e6, "flops": 0.0, "bytes": 0.0, "pipe": p, "tiles": np.nan, "library": False} for p in ("fp32", "fp16")]
+    t, _ = crossarch.predict_ns(_work(ks), rates.rates(H100), rates.rates(RTX4090))
+    assert t / 1e6 == pytest.approx([132 * 1980 / (128 * 2820), 132 * 1830 / (128 * 2820)], rel=1e-9)
+
+
 def test_l2_holds_a_small_working_set_not_a_large_one() -> None:
     r = rates.rates(RTX4090)  # 72 MiB
     resident = crossarch.l2_resident(np.array([1e6, 36 * 2**20, 1e9, np.nan]), r)
@@ -226,13 +235,15 @@ def test_h100_hgemm_to_rtx4090_pin() -> None:
 
 def test_h100_hgemm_to_b200_adds_its_overhead() -> None:
     """Both GPUs run a GEMM's pipeline fill and epilogue in series with the MMA pipeline (wgmma, tcgen05): the H100's
-    time beyond its sustained rate adds to the B200's compute, moved at SMs x clock."""
+    time beyond its sustained rate adds to the B200's compute, moved at SMs x the clock their tensor peaks are quoted
+    at (1830 and 1856 MHz)."""
     b200 = CATALOG.resolve("B200")
     pred = predict(_trace([200_000]), H100, b200)
     ro, rt = rates.rates(H100), rates.rates(b200)
     c_o = 2.0 * M * N * K / (ro.tensor_tflops["fp16"] * 1e3 * crossarch.wave_efficiency(np.array(8 * 32.0), ro.sms))
     c_t = 2.0 * M * N * K / (rt.tensor_tflops["fp16"] * 1e3 * crossarch.wave_efficiency(np.array(8 * 32.0), rt.sms))
-    assert pred.dur_ns[0] == pytest.approx(c_t + (200_000 - c_o) * ro.sm_ghz / rt.sm_ghz, rel=0.01)
+    f = 132 * 1830 / (148 * 1856)
+    assert pred.dur_ns[0] == pytest.approx(c_t + (200_000 - c_o) * f, rel=0.01)
 
 
 def test_which_gpus_run_gemm_overhead_in_series() -> None:
@@ -317,7 +328,10 @@ def test_a_lower_power_limit_is_never_faster(base: str, a: float, b: float, durs
     t_low, t_high = predict(trace, H100, low).dur_ns, predict(trace, H100, high).dur_ns
     t_stock = predict(trace, H100, CATALOG.resolve(base)).dur_ns
     assert np.all(t_low >= t_high - 1) and np.all(t_high >= t_stock - 1)
-    assert rates.rates(low).clock_mhz <= rates.rates(high).clock_mhz * (1 + 1e-9)
+    r_low, r_high = rates.rates(low), rates.rates(high)
+    assert r_low.clock_mhz <= r_high.clock_mhz * (1 + 1e-9)
+    pipes = np.array(["fp32", "fp16"], dtype=object)
+    assert np.all(r_low.sm_ghz_on(pipes) <= r_high.sm_ghz_on(pipes) * (1 + 1e-9))
 
 
 def test_power_limit_sets_the_clock_of_a_card_that_cannot_hold_boost() -> None:

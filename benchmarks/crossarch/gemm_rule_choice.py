@@ -5,14 +5,16 @@ rate moves across chips, and which clock latency work moves with on Hopper and d
 
 Variants (scale/crossarch.py, scale/rates.py): the GEMM rule `soft` (issue 25: every kernel's time beyond its rates
 overlaps), `additive` (b59dc97: a GEMM with shapes adds it, every pair of GPUs), `split` (today: it adds unless the
-origin's pipe runs it in series and the target's does not, rates.serial_pipes); the clock `boost` (before) or
-`tensor` (today: never above the clock the datasheet tensor peaks are quoted at, tensor_clock_mhz_implied).
+origin's pipe runs it in series and the target's does not, rates.serial_pipes); the clock `boost` (before: every
+kernel at the boost clock the power limit holds), `all` (6ceb712: every kernel never above the clock the datasheet
+tensor peaks are quoted at, tensor_clock_mhz_implied) or `tensor` (today: that clock for tensor-core kernels only,
+CUDA-core work at the boost clock its FP32 peak is quoted at).
 Scored on the dev data of the end-to-end tables, from our H100 traces: NeuSight's FP32 cells (V100, T4, P100, P4;
 benchmarks/neusight_e2e.py) and timm's fp16 inference tables (RTX 4090, 5090, 3090 without the other-program rows;
 benchmarks/crossarch/timm_published.py), and beside them the public GEMM kernels to our H100 (>= 0.1 ms, median,
 benchmarks/crossarch/gemm_kernels.py). A choice minimizes the mean over GPUs of each GPU's mean |error|; left out:
 each of the seven GPUs, and each model family (timm's five, NeuSight's five models), scored on what is left out.
-Writes benchmarks/results/gemm_rule_choice.md. About 15 minutes on two CPU cores.
+Writes benchmarks/results/gemm_rule_choice.md. About 20 minutes on two CPU cores.
 """
 from __future__ import annotations
 
@@ -37,24 +39,27 @@ import timm_published  # noqa: E402
 from habitat_trace.scale import crossarch, rates  # noqa: E402
 
 GEMM_RULES = ("soft", "additive", "split")
-CLOCKS = ("boost", "tensor")
+CLOCKS = ("boost", "all", "tensor")
 
 
 @contextmanager
 def variant(rule: str, clock: str) -> Iterator[None]:
     """The law with one GEMM rule and one clock rule (module doc); the shipped law is ('split', 'tensor')."""
-    saved = crossarch.gemm_with_shapes, crossarch.in_series, rates._clock_mhz
+    saved = crossarch.gemm_with_shapes, crossarch.in_series, rates._tensor_clock_mhz, rates.Rates.sm_ghz_on
     if rule == "soft":
         crossarch.gemm_with_shapes = lambda work: np.zeros(len(work.t_origin), bool)  # type: ignore[assignment]
     elif rule == "additive":
         crossarch.in_series = lambda r, pipes: np.ones(len(pipes), bool)  # type: ignore[assignment]
     if clock == "boost":
-        rates._clock_mhz = lambda spec, phi, missing: saved[2](  # type: ignore[assignment]
-            replace(spec, extra={k: v for k, v in spec.extra.items() if k != "tensor_clock_mhz_implied"}), phi, missing)
+        rates._tensor_clock_mhz = lambda spec, clock: None  # type: ignore[assignment]
+    elif clock == "all":
+        rates.Rates.sm_ghz_on = lambda self, pipes: np.full(  # type: ignore[method-assign]
+            len(pipes), self.sms * (self.tensor_clock_mhz or self.clock_mhz) * 1e-3)
     try:
         yield
     finally:
-        crossarch.gemm_with_shapes, crossarch.in_series, rates._clock_mhz = saved  # type: ignore[assignment]
+        (crossarch.gemm_with_shapes, crossarch.in_series, rates._tensor_clock_mhz,
+         rates.Rates.sm_ghz_on) = saved  # type: ignore[method-assign]
 
 
 def scored(shared: Path, rule: str, clock: str) -> tuple[pd.DataFrame, float]:

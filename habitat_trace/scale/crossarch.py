@@ -56,7 +56,8 @@ served from there: r_g = 1 / (1 + (bytes / (L2_SHARE · L2_g))^4), a smooth step
 the L2 is two partitions that each hold the lines their SMs read, NVIDIA A100 whitepaper, "L2 cache"). Bytes the
 target's L2 holds that the origin's did not move at L2 bandwidth instead (L2_BYTES_PER_CLOCK_PER_SM x SMs x clock,
 never slower than the DRAM they no longer need); bytes the origin's L2 held and the target's does not, at the
-target's DRAM bandwidth. A bigger L2 never makes a kernel slower.
+target's DRAM bandwidth. Both are the kernel's memory time (L2 time added to the DRAM time left), so a bigger L2
+never makes a kernel slower (in the latency part, P-normed, it could by a hair: issue 32's hypothesis draw).
 
 P, L2_SHARE and the default shares for kernels whose op recorded no shapes are the law's only constants; none is
 fitted per GPU. P was chosen on the timm dev split and NeuSight's dev GPUs (docs/method.md "Across chips").
@@ -157,11 +158,12 @@ def predict_ns(work: Work, ro: Rates, rt: Rates) -> tuple[np.ndarray, Parts]:
     additive = gemm_with_shapes(work) & (in_series(rt, work.pipe_target) | ~in_series(ro, work.pipe))
     soft = np.maximum(t_o ** P - c_o ** P - m_o ** P, 0.0) ** (1 / P)
     l_o = np.where(additive, np.maximum(np.maximum(t_o ** P - m_o ** P, 0.0) ** (1 / P) - c_o, 0.0), soft)
-    l_t = l_o * ro.sm_ghz / rt.sm_ghz
+    l_t = l_o * ro.sm_ghz_on(work.pipe) / rt.sm_ghz_on(work.pipe_target)
     # bytes the target's L2 holds and the origin's did not: L2 time instead of DRAM time, never more than that
-    l2_bw = L2_BYTES_PER_CLOCK_PER_SM * rt.sm_ghz  # GB/s
+    l2_bw = L2_BYTES_PER_CLOCK_PER_SM * rt.sm_ghz_on(work.pipe_target)  # GB/s
     gained = np.where(known, np.maximum(res_t - res_o, 0.0) * nbytes * work.width * fit, 0.0)
-    l_t = _norm(l_t, np.minimum(gained / l2_bw, gained / rt.dram_gbs))
+    # in the memory part, beside the DRAM time those bytes no longer take: never more memory time than before
+    m_t = m_t + np.minimum(gained / l2_bw, gained / rt.dram_gbs)
     return combine(c_t, m_t, l_t, additive), Parts(c_o, m_o, l_o, additive)
 
 

@@ -19,10 +19,11 @@ limit: its fraction of the datasheet peak, phi, says how far the limit holds the
   catalog median of the same class (TENSOR_SUSTAINED_FRACTION; GeForce cards their own): a GPU that reaches the
   typical fraction is taken to hold its boost clock, one below it to run that much slower. Latency- and issue-bound
   work moves with it (crossarch.py).
-- and never above the clock its datasheet tensor peaks are quoted at (``tensor_clock_mhz_implied``: Hopper and
-  data-center Blackwell, whose FP32 peak is quoted at the boost clock and whose tensor peaks at a lower one, e.g. the
-  H100 SXM's 989.4 TFLOP/s = 132 SMs x 4,096 FLOP x 1.83 GHz against 1.98 GHz): NVIDIA rates those boards' tensor
-  math at the clock their power limit holds under it, and a training or inference step is that load.
+- tensor-core work never above the clock its datasheet tensor peaks are quoted at (``tensor_clock_mhz_implied``,
+  ``Rates.tensor_clock_mhz``: Hopper and data-center Blackwell, whose FP32 peak is quoted at the boost clock and whose
+  tensor peaks at a lower one, e.g. the H100 SXM's 989.4 TFLOP/s = 132 SMs x 4,096 FLOP x 1.83 GHz against 1.98 GHz):
+  NVIDIA rates those boards' tensor math at the clock their power limit holds under it. CUDA-core work keeps the
+  clock the FP32 peak is quoted at (``Rates.sm_ghz_on``: per kernel, by its pipe).
 A what-if entry that lowers a GPU's power limit (``base`` + a smaller ``tdp_w``, scale/specs.py) lowers its clock by
 (P_new / P_base)^(1/3), the same law, so a lower limit is never faster (tests/test_crossarch.py).
 
@@ -43,6 +44,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping
+
+import numpy as np
 
 from habitat_trace.scale.gpu import GpuSpec
 
@@ -69,6 +72,7 @@ class Rates:
     l2_bytes: float
     fallbacks: tuple[str, ...] = ()
     serial_pipes: frozenset[str] = frozenset()  # pipes whose GEMM work beyond the math runs in series (module doc)
+    tensor_clock_mhz: float | None = None  # SM clock under tensor-core load where lower than clock_mhz (module doc)
 
     def pipe_tflops(self, pipe: str) -> float:
         """The sustained rate of a pipe: a tensor dtype, else the CUDA cores ("fp32", and AMD's "matrix-fp32")."""
@@ -78,6 +82,11 @@ class Rates:
     def sm_ghz(self) -> float:
         """SMs x sustained clock (GHz): what latency- and issue-bound work scales with."""
         return self.sms * self.clock_mhz * 1e-3
+
+    def sm_ghz_on(self, pipes: np.ndarray) -> np.ndarray:
+        """Per kernel, SMs x the clock its pipe runs at: the tensor clock for tensor dtypes, else the SM clock."""
+        tensor = np.isin(np.asarray(pipes, dtype=object), TENSOR_DTYPES)
+        return np.where(tensor, self.sms * (self.tensor_clock_mhz or self.clock_mhz) * 1e-3, self.sm_ghz)
 
 
 def is_geforce(spec: GpuSpec) -> bool:
@@ -106,8 +115,9 @@ def rates(spec: GpuSpec) -> Rates:
     if simt is None:
         missing.append("fp32_gemm_sustained_tflops")
         simt = FP32_GEMM_SUSTAINED_FRACTION * spec.fp32_tflops
-    return Rates(tensor, simt, _dram_gbs(spec, missing), _clock_mhz(spec, phi, missing), spec.sms,
-                 spec.l2_cache_mib * 2**20, tuple(missing), serial_pipes(spec))
+    clock = _clock_mhz(spec, phi, missing)
+    return Rates(tensor, simt, _dram_gbs(spec, missing), clock, spec.sms, spec.l2_cache_mib * 2**20, tuple(missing),
+                 serial_pipes(spec), _tensor_clock_mhz(spec, clock))
 
 
 def serial_pipes(spec: GpuSpec) -> frozenset[str]:
@@ -162,15 +172,20 @@ def _dram_gbs(spec: GpuSpec, missing: list[str]) -> float:
 
 
 def _clock_mhz(spec: GpuSpec, phi: float | None, missing: list[str]) -> float:
-    """The sourced sustained SM clock, else the boost clock held down by the power limit phi shows, never above the
-    clock the datasheet quotes the tensor peaks at (module doc)."""
+    """The sourced sustained SM clock, else the boost clock held down by the power limit phi shows (module doc)."""
     measured = _number(spec.extra.get("sm_clock_sustained_mhz"))
     if measured is not None:
         return measured
     missing.append("sm_clock_sustained_mhz")
-    held = spec.boost_clock_mhz if phi is None else spec.boost_clock_mhz * min(1.0, phi / typical_tensor_fraction(spec))
-    tensor_clock = _number(spec.extra.get("tensor_clock_mhz_implied"))
-    return held if tensor_clock is None else min(held, tensor_clock)
+    if phi is None:
+        return spec.boost_clock_mhz
+    return spec.boost_clock_mhz * min(1.0, phi / typical_tensor_fraction(spec))
+
+
+def _tensor_clock_mhz(spec: GpuSpec, clock: float) -> float | None:
+    """The clock under tensor-core load where the datasheet quotes the tensor peaks below ``clock`` (module doc)."""
+    quoted = _number(spec.extra.get("tensor_clock_mhz_implied"))
+    return quoted if quoted is not None and quoted < clock else None
 
 
 def _number(v: object) -> float | None:
