@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from habitat_trace.analysis.compare import compare  # noqa: E402
+from habitat_trace import compare  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lambda_published import pick, published, recorded  # noqa: E402

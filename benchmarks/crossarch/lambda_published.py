@@ -37,7 +37,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from habitat_trace.analysis.compare import compare  # noqa: E402
+from habitat_trace import compare  # noqa: E402
 from habitat_trace.scale.specs import load_catalog  # noqa: E402
 
 CATALOG = load_catalog()
