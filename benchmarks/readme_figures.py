@@ -310,13 +310,17 @@ def _train_cells() -> tuple[str, str, str, str]:
             f"{_mean_abs(old):.1f}% (wave law)")
 
 
+LAMBDA_SHORT = {"A100 80GB SXM4": "A100", "Quadro RTX 8000": "RTX 8000", "RTX 3090": "3090", "RTX A6000": "A6000",
+                "V100 16GB": "V100", "B200 192GB": "B200", "GH200 96GB": "GH200", "H200 140GB": "H200"}
+
+
 def _lambda_cells(precision: str) -> Callable[[], tuple[str, str, str, str]]:
     """Training throughput per sample against Lambda's published dev rows, drift-free (benchmarks/crossarch/
     lambda_published.py --traces: our H100 recordings of Lambda's steps), per GPU, beside no change (H100 = GPU)."""
     def cells() -> tuple[str, str, str, str]:
         rows = [r for r in csv.DictReader((RESULTS / "lambda_published.csv").open()) if r["precision"] == precision]
         err = [100 * float(r["error"]) for r in rows]
-        short = {r["gpu"]: r["gpu"].split(" ")[0].replace("Quadro", "RTX 8000") for r in rows}
+        short = {r["gpu"]: LAMBDA_SHORT.get(r["gpu"], r["gpu"]) for r in rows}
         per = ", ".join(f"{short[g]} {_mean_abs([e for e, r in zip(err, rows) if r['gpu'] == g]):.1f}"
                         for g in dict.fromkeys(r["gpu"] for r in rows))
         none = [100 * (float(r["h100_throughput"]) / float(r["throughput"]) - 1) for r in rows]
