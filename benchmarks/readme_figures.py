@@ -153,6 +153,7 @@ class AccuracyRow:
     gpus: str
     cells: Callable[[], tuple[str, str, str, str]]  # pairs or kernels, mean error, worst/p90, baseline (named)
     details: str  # a Markdown link
+    short: str = ""  # its name on the one line of rows not re-run (accuracy_summary), if not ``task``
 
 
 def heldout_rows(dataset: str) -> list[dict]:
@@ -411,10 +412,10 @@ ACCURACY_ROWS = [
                 "tables)", _timm_cells("H100"),
                 f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),
     AccuracyRow("the same from an H200 trace", "RTX 3090, 4090, 5090 (published)", _timm_cells("H200"),
-                f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),
+                f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)", "timm from an H200 trace"),
     AccuracyRow("the same at batch 2048 from an H200 trace", "RTX PRO 6000 Blackwell Max-Q (published)",
                 _timm_cells("H200 (batch 2048)"),
-                f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),
+                f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)", "timm at batch 2048"),
     AccuracyRow("iteration time across generations, fp16 AMP *training* (ResNet50 v1.5 b256, ResNeXt101-32x4d b128), "
                 "from an H100 trace; held out", "A100, V100 (NVIDIA DeepLearningExamples' tables)", _train_cells,
                 f"[training]({ACC}#mixed-precision-training-across-generations-nvidias-published-tables)"),
@@ -426,7 +427,7 @@ ACCURACY_ROWS = [
                 f"[Lambda]({ACC}#training-throughput-across-generations-lambdas-published-tables-issue-32)"),
     AccuracyRow("origin invariance: one model from an H100 and from an H200 trace, difference of the predictions",
                 "RTX 3090, 4090, 5090", _invariance_cells,
-                f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)"),
+                f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)", "origin invariance"),
     AccuracyRow("data-parallel step from a one-GPU trace (`--world-size 2/4`), DDP, FSDP2, FSDP1; 9 workloads",
                 "2x and 4x H100 SXM (NVLink), two hosts", _scaleout_cells,
                 "[scale-out](docs/distributed.md#results-2x-and-4x-h100-sxm-2026-11-26)"),
@@ -438,7 +439,7 @@ ACCURACY_ROWS = [
                 f"[generations]({ACC}#across-gpu-generations-neusights-workloads)"),
     AccuracyRow("the same from an H200 trace", "V100, T4, P100, P4 (published)",
                 _neusight_cells("neusight_e2e.csv", ("V100 PCIe 32GB", "T4", "P100 PCIe 16GB", "P4"), "H200"),
-                f"[generations]({ACC}#across-gpu-generations-neusights-workloads)"),
+                f"[generations]({ACC}#across-gpu-generations-neusights-workloads)", "NeuSight from an H200 trace"),
     AccuracyRow("step GPU time from an H100 to AMD, NeuSight's FP32 workloads", "MI100 (published)",
                 _neusight_cells("neusight_amd.csv", None), f"[AMD]({ACC}#amd)"),
     AccuracyRow("FP32 GEMM kernel time on an unseen GPU (learned model)", "P100, P4, V100, T4, A100 PCIe",
@@ -452,9 +453,18 @@ ACCURACY_ROWS = [
 def accuracy_summary() -> str:
     out = ["| what is predicted | measured on | sample | mean abs error | worst | baseline | details |",
            "|---|---|---:|---:|---:|---:|---|"]
+    stale = []  # rows whose recordings are not in the repository: one line for all of them
     for row in ACCURACY_ROWS:
-        n, mean, worst, base = row.cells()
+        cells = row.cells()
+        if cells == NOT_RERUN:
+            stale.append(row)
+            continue
+        n, mean, worst, base = cells
         out.append(f"| {row.task} | {row.gpus} | {n} | {mean} | {worst} | {base} | {row.details} |")
+    if stale:
+        out.append(f"| not re-run after issue 32 (their H200 recordings are not kept here): "
+                   f"{'; '.join(r.short or r.task for r in stale)} | {'; '.join(dict.fromkeys(r.gpus for r in stale))} | - | - | - | "
+                   f"- | {', '.join(dict.fromkeys(r.details for r in stale))} |")
     return "\n".join(out) + "\n"
 
 
