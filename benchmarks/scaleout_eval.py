@@ -4,7 +4,9 @@ workload), for every workload and strategy (ddp, fsdp) with N ranks measured:
 (a) scale-out: the N-rank step predicted from the ONE-GPU trace (timeline/scaleout.py on the origin GPU) against
     the measured N-rank step (the slowest rank's median, no profiler);
 (b) joint replay: the N rank traces replayed together (timeline/joint.py, each rank's profiler overhead removed)
-    against the same measurement.
+    against the same measurement;
+(c) anchored scale-out: (a) given the one-GPU step's own measurement (``--measured-step``, as a user with a training
+    log has it): the scale-out's own error, without the one-GPU row's (launch-bound origin rows: issue 35).
 
     python benchmarks/scaleout_eval.py runs/h200x2 [--out benchmarks/results/scaleout/h200x2.md]
 
@@ -79,6 +81,14 @@ def rank_files(base: Path, mode: str, world: int) -> list[Path]:
     return sorted(folder.glob("rank*.pt.trace.json*"))
 
 
+def anchored_scaleout(single: Any, world: int, strategy: str, measured_1gpu_ms: float) -> float:
+    """The N-rank iteration (ms) predicted from the one-GPU trace given its measured un-profiled step
+    (``compare TRACE --world-size N --strategy S --measured-step MS``: the host clock calibrated to it, issue 35), so
+    the scale-out's own error shows without the origin row's."""
+    options = Options.of(world_size=world, strategy=strategy, measured_step=measured_1gpu_ms)
+    return float(Run([single], options).baseline().ranks[0].headline.iteration_ms)
+
+
 def predicted_scaleout(single: Any, world: int, strategy: str) -> tuple[float, float, list[str], float, float]:
     """(one-GPU replayed iteration, N-rank predicted iteration, warnings, its range's low and high end) in ms, on
     the origin GPU, from the loaded one-GPU trace: what ``compare TRACE --world-size N --strategy S`` reports on its
@@ -123,12 +133,14 @@ def busy_floor_ms(traces: list[Any]) -> float:
 
 
 def evaluate_one(base: Path, mode: str, world: int, scaleout_only: bool = False,
-                 single_base: Optional[Path] = None) -> dict[str, Any]:
+                 single_base: Optional[Path] = None, measured_1gpu_ms: Optional[float] = None) -> dict[str, Any]:
     """Both predictions and the ranks' compute factors for one workload and strategy (extracted under ``base``, the
     one-GPU trace under ``single_base``, default ``base``); ``scaleout_only``: the scale-out from it alone."""
     one = load(rank_files(single_base or base, "single", 1)[0])
     one_pred, pred, warn, low, high = predicted_scaleout(one, world, STRATEGY_OF[mode])
     span = {"scaleout_low_ms": low, "scaleout_high_ms": high}
+    if measured_1gpu_ms is not None:
+        span["anchored_ms"] = anchored_scaleout(one, world, STRATEGY_OF[mode], measured_1gpu_ms)
     if scaleout_only:
         return {"replayed_1gpu_ms": one_pred, "scaleout_ms": pred, **span, "warnings": "; ".join(warn)}
     traces = load_ranks(rank_files(base, mode, world))
@@ -167,7 +179,7 @@ def evaluate(folder: Path, only: Optional[str] = None, scaleout_only: bool = Fal
                 single_base = Path(tmp) / name
                 if singles_from is not None and not (single_base / "single").is_dir():
                     single_base = singles_from / "traces" / name
-                row.update(evaluate_one(Path(tmp) / name, mode, int(r["world"]), scaleout_only, single_base))
+                row.update(evaluate_one(Path(tmp) / name, mode, int(r["world"]), scaleout_only, single_base, meas1))
             except Exception as e:  # one workload's failure is its row, not the end of the evaluation
                 row["status"] = f"error: {type(e).__name__}: {e}"[:300]
                 print(f"{name} {mode}: {row['status']}", file=sys.stderr)
@@ -175,7 +187,7 @@ def evaluate(folder: Path, only: Optional[str] = None, scaleout_only: bool = Fal
                   f"joint {row.get('joint_ms', 0):.2f}", file=sys.stderr, flush=True)
             out.append(row)
     df = pd.DataFrame(out)
-    for col in ("scaleout_ms", "joint_ms"):
+    for col in ("scaleout_ms", "joint_ms", "anchored_ms"):
         if col not in df:
             df[col] = np.nan
     if len(df):
@@ -185,12 +197,15 @@ def evaluate(folder: Path, only: Optional[str] = None, scaleout_only: bool = Fal
         if "joint_low_ms" in df:
             df["joint_in_range"] = (df["joint_low_ms"] <= df["measured_ms"]) & (df["measured_ms"] <= df["joint_high_ms"])
         df["joint_err"] = df["joint_ms"] / df["measured_ms"] - 1
+        df["anchored_err"] = df["anchored_ms"] / df["measured_ms"] - 1
     return df
 
 
 def summary(df: pd.DataFrame) -> list[str]:
     lines = []
     for col, bar, what in (("scaleout_err", ERROR_BAR_SCALEOUT, "scale-out from one GPU"),
+                           ("anchored_err", ERROR_BAR_SCALEOUT,
+                            "scale-out given the one-GPU step's measurement (--measured-step)"),
                            ("joint_err", ERROR_BAR_JOINT, "joint replay of the ranks"),
                            ("no_change_err", None, "baseline: the one-GPU step")):
         err = df[col].abs().dropna()
@@ -264,7 +279,8 @@ def cell(col: str, v: Any) -> str:
 def markdown(df: pd.DataFrame, folder: Path) -> str:
     factors = sorted(c for c in df.columns if c.startswith("compute_x_r"))
     cols = ["workload", "strategy", "world", "measured_1gpu_ms", "replayed_1gpu_ms", "measured_ms", "scaleout_ms",
-            "scaleout_err", "joint_ms", "joint_err", "no_change_err", *factors, "busy_floor_ms"]
+            "scaleout_err", "anchored_ms", "anchored_err", "joint_ms", "joint_err", "no_change_err", *factors,
+            "busy_floor_ms"]
     cols = [c for c in cols if c in df.columns]
     head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
     body = "".join("| " + " | ".join(cell(c, v) for c, v in zip(cols, r)) + " |\n"

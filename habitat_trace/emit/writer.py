@@ -3,8 +3,8 @@
 Emit decides nothing: which events change, to what, and what the header says come with the document. Times are
 int64 ns inside and written as µs with exactly three decimals (``orjson.Fragment``), so a trace scaled to its own
 GPU re-reads to the same nanoseconds. Only events whose times changed and GPU events (whose args gain
-``habitat_origin_dur_us``, ``habitat_method`` and ``habitat_reason``) are copied; the input's event dicts are never
-mutated. The output is streamed: the top-level keys, then the events one chunk at a time (re-parsed from the
+``habitat_origin_dur_us``, ``habitat_method`` and ``habitat_reason``) change: copied where the input's event dicts are
+shared (a small trace's, kept parsed), changed in place where they were parsed for this write alone. The output is streamed: the top-level keys, then the events one chunk at a time (re-parsed from the
 input's bytes), so the whole output never sits in memory; the file appears atomically (temp file + rename), its
 bytes those of ``orjson.dumps`` of the whole document.
 
@@ -28,7 +28,7 @@ import orjson
 
 from habitat_trace.errors import OutputError, TraceFormatError
 from habitat_trace.ingest.columns import NO_TIME
-from habitat_trace.ingest.events import event_chunks
+from habitat_trace.ingest.events import event_chunks, fresh_dicts
 from habitat_trace.ingest.reader import GZIP_MAGIC
 from habitat_trace.ingest.trace import gc_paused
 from habitat_trace.pipeline.document import OCCUPANCY_KEYS, Rewrite, TargetDocument
@@ -39,6 +39,9 @@ GZIP_LEVEL = 6
 GZIP_WBITS = 31  # zlib's gzip wrapper (header with mtime 0, CRC and size trailer)
 EVENTS_MARK = b"\x00"  # stands for the event array in the dumped document: orjson escapes a NUL in strings
 STDOUT = "-"  # -o -: write to stdout
+# The writer's chunks of a large trace: 2 MiB of JSON, ~10 MB while parsed and rewritten (ingest's 8 MiB: 40 MB more
+# at the peak, which is the write's: the tables and replays are alive then), for no measurable time.
+WRITE_CHUNK_BYTES = 1 << 21
 
 
 def us_text(ns: int) -> bytes:
@@ -93,15 +96,15 @@ def check_output(out: Path, inputs: tuple[Path, ...]) -> None:
         raise OutputError(f"{parent}: output directory is not writable; fix its permissions or choose another -o")
 
 
-def apply(rewrite: Rewrite, events: list[Any], first: int) -> list[Any]:
-    """Events ``first`` .. ``first + len(events) - 1`` as written (``events`` is the caller's own list; the dicts
-    in it are copied before they change, never mutated)."""
-    _retime(rewrite, events, first)
-    _annotate(rewrite, events, first)
+def apply(rewrite: Rewrite, events: list[Any], first: int, copy: bool = True) -> list[Any]:
+    """Events ``first`` .. ``first + len(events) - 1`` as written (``events`` is the caller's own list; with ``copy``
+    the dicts in it are copied before they change, never mutated; without, they are the caller's to change)."""
+    _retime(rewrite, events, first, copy)
+    _annotate(rewrite, events, first, copy)
     return events
 
 
-def _retime(r: Rewrite, events: list[Any], first: int) -> None:
+def _retime(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
     lo, hi = np.searchsorted(r.rows, [first, first + len(events)])
     rows = r.rows[lo:hi]
     ts_f = us_fragments(r.ts[rows])
@@ -111,21 +114,23 @@ def _retime(r: Rewrite, events: list[Any], first: int) -> None:
     for j, frag in zip(np.flatnonzero(has_dur).tolist(), us_fragments(dur[has_dur])):
         dur_f[j] = frag
     for i, t, d in zip((rows - first).tolist(), ts_f, dur_f):
-        e = dict(events[i])
+        e = dict(events[i]) if copy else events[i]
         e["ts"] = t
         if d is not None:
             e["dur"] = d
         events[i] = e
 
 
-def _annotate(r: Rewrite, events: list[Any], first: int) -> None:
-    """The GPU events' args: the origin's duration, the method and reason, the target's occupancy statistics."""
+def _annotate(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
+    """The GPU events' args: the origin's duration, the method and reason, the target's occupancy statistics (the
+    events themselves are _retime's: copied there when ``copy``)."""
     lo, hi = np.searchsorted(r.gpu_ev, [first, first + len(events)])
     occ = [a[lo:hi].tolist() for a in r.occupancy] if r.occupancy is not None else None
     for j, (i, od, m, why) in enumerate(zip((r.gpu_ev[lo:hi] - first).tolist(), us_fragments(r.old_dur[lo:hi]),
                                             r.method[lo:hi].tolist(), r.reason[lo:hi].tolist())):
         e = events[i]
-        args = dict(e["args"]) if isinstance(e.get("args"), dict) else {}
+        a = e.get("args")
+        args = (dict(a) if copy else a) if isinstance(a, dict) else {}
         if occ is not None and occ[3][j]:
             for key, values in zip(OCCUPANCY_KEYS, occ):
                 if key in args:
@@ -148,8 +153,9 @@ def pieces(document: TargetDocument) -> Iterator[bytes | memoryview]:
     head, tail = _dumps(doc, document.source, "the top-level keys").split(EVENTS_MARK)
     yield head + b"["
     sep = b""
-    for first, events in event_chunks(document.events):
-        dumped = _dumps(apply(document.rewrite, events, first), document.source,
+    copy = not fresh_dicts(document.events)  # a large trace's chunks are parsed for this write alone
+    for first, events in event_chunks(document.events, WRITE_CHUNK_BYTES):
+        dumped = _dumps(apply(document.rewrite, events, first, copy), document.source,
                         f"events #{first}-#{first + len(events) - 1}")
         del events
         if len(dumped) > 2:

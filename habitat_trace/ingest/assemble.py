@@ -5,7 +5,8 @@ the whole event list at once: each table builder reads one event at a time, so a
 their ``event`` column shifted by the chunk's first index. The flow table is two parts (launch, then
 forward/backward flows) whose dtypes depend on whether a part is empty: each part is assembled on its
 own and the two are then concatenated, launch flows first. Also records every event's origin ts/dur
-(replay needs them, not the dicts).
+(replay needs them, not the dicts) and feeds each chunk to the Perfetto-rule checker (rules.Checker), so the
+input's own violations, which every written trace records, cost no second parse.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.ingest import schema as S
-from habitat_trace.ingest import tables
+from habitat_trace.ingest import rules, tables
 
 AMD_SNIFF_CALLS = 50  # runtime calls looked at for a hip* name (ROCm traces name every call hip*)
 BUILDERS: dict[str, Callable[[list[Any], dict[str, list[int]]], pd.DataFrame]] = {
@@ -40,6 +41,7 @@ class Parts:
     ts_ns: np.ndarray  # per event: origin ts, tables.NO_TIME where absent
     dur_ns: np.ndarray
     hip: bool  # a hip* call among the first AMD_SNIFF_CALLS runtime calls
+    violations: tuple[rules.Violation, ...]  # the events' Perfetto-rule violations (rules.check_events)
 
 
 def assemble(chunks: Iterable[tuple[int, list[Any]]]) -> Parts:
@@ -48,6 +50,7 @@ def assemble(chunks: Iterable[tuple[int, list[Any]]]) -> Parts:
     ts: list[np.ndarray] = []
     dur: list[np.ndarray] = []
     seen, hip = 0, False
+    checker = rules.Checker()
     for first, events in chunks:
         buckets = tables.bucket_events(events)
         for name, build in BUILDERS.items():
@@ -55,7 +58,9 @@ def assemble(chunks: Iterable[tuple[int, list[Any]]]) -> Parts:
             if first:
                 df[S.EVENT] += first
             frames[name].append(df)
-        t, d = tables.event_times(events)
+        fields = tables.EventFields.of(events)
+        t, d = tables.event_times(fields)
+        checker.feed(first, events, fields)
         ts.append(t)
         dur.append(d)
         calls = buckets.get(S.CAT_RUNTIME, [])[:max(AMD_SNIFF_CALLS - seen, 0)]
@@ -64,9 +69,13 @@ def assemble(chunks: Iterable[tuple[int, list[Any]]]) -> Parts:
         del events, buckets  # before the next chunk is parsed
     if not ts:
         return assemble([(0, [])])
-    out = {name: _concat(parts) for name, parts in frames.items()}
+    violations = tuple(checker.violations())  # before the tables are joined: the two peaks do not add up
+    del checker
+    out = {}
+    for name in list(frames):  # each table's chunk parts dropped once joined: only one table is ever twice in memory
+        out[name] = _concat(frames.pop(name))
     out["flows"] = pd.concat([out.pop(cat) for cat in tables.FLOW_CATEGORIES], ignore_index=True)
-    return Parts(**out, ts_ns=np.concatenate(ts), dur_ns=np.concatenate(dur), hip=hip)
+    return Parts(**out, ts_ns=np.concatenate(ts), dur_ns=np.concatenate(dur), hip=hip, violations=violations)
 
 
 def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:

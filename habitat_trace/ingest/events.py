@@ -2,19 +2,41 @@
 
 Contract: a read-only sequence of the events exactly as orjson parses them: ``len``, ``events[i]``
 (parses that one event), slices (lists), iteration and ``chunks()`` (about ``chunk_bytes`` of JSON
-parsed at a time). Nothing parsed is kept: a caller may change what it gets. Holding the bytes (1x
-the file) instead of the parsed dicts (5x) is what keeps a large trace's peak memory down.
+parsed at a time). ``events[i]`` parses anew: a caller may change what it gets. Chunks (and iteration)
+give fresh lists but, for a small document (KEEP_PARSED_BYTES), the same dicts every time: its events
+are parsed once, on the first full read, and shared by every later read (emit's writer copies an event
+before changing it). Holding the bytes (1x the file) instead of the parsed
+dicts (5x) is what keeps a large trace's peak memory down; once
+ingest has built the tables, the bytes of a plain file are dropped and read again from the file when
+asked (``release``: the file's size and modification time must not change meanwhile).
 ``event_chunks`` gives the same ``(first index, events)`` chunks for a plain list.
 """
 from __future__ import annotations
 
 import operator
+import os
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator, Sequence, overload
 
 import numpy as np
 import orjson
 
+from habitat_trace.errors import TraceFormatError
+
+# A document this small keeps its events parsed once read in full (~5x its bytes: 80 MB at most): a trace written
+# to many targets (scale --to all: 52 outputs) is parsed once, not once per output.
+KEEP_PARSED_BYTES = 1 << 24
+COUNT_BLOCK_BYTES = 1 << 24
 CHUNK_BYTES = 1 << 23  # 8 MiB of JSON per chunk: ~30k Kineto events, ~40 MB while parsed; 16 MiB: +60 MB peak
+
+
+class ChangedFile(TraceFormatError):
+    """The trace file changed after it was read (its events are read again from it)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path}: the file changed while habitat-trace was using it; leave it unchanged and run "
+                         "again")
 
 
 class ChunkError(Exception):
@@ -22,19 +44,73 @@ class ChunkError(Exception):
     found; the caller parses the whole document instead (which names the problem)."""
 
 
+@dataclass(frozen=True)
+class FileStamp:
+    """What says a file is the one that was read: its size and modification time (os.stat)."""
+
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> "FileStamp":
+        return cls(st.st_size, st.st_mtime_ns)
+
+
 class Events(Sequence[Any]):
     def __init__(self, raw: bytes, starts: np.ndarray, ends: np.ndarray, chunk_bytes: int | None = None) -> None:
-        self._raw = raw
-        self._view = memoryview(raw)
+        self._view: memoryview | None = memoryview(raw)
+        self._file: tuple[Path, FileStamp] | None = None  # after release: where the bytes are
         self._starts = np.asarray(starts, dtype=np.int64)
         self._ends = np.asarray(ends, dtype=np.int64)
         self._chunk_bytes = chunk_bytes or CHUNK_BYTES
+        self._counts: dict[bytes, int] = {}
+        self._kept: list[tuple[int, list[Any]]] | None = None  # the parsed chunks of a small document
 
     def __len__(self) -> int:
         return len(self._starts)
 
     def __repr__(self) -> str:
-        return f"Events({len(self)} events, {len(self._raw)} bytes)"
+        where = f"{len(self._view)} bytes" if self._view is not None else f"in {self._file[0]}"  # type: ignore[index]
+        return f"Events({len(self)} events, {where})"
+
+    def release(self, path: Path, stamp: FileStamp) -> None:
+        """Drop the bytes: ``path`` holds them (stamped ``stamp`` when they were read), read again when asked."""
+        self._file = (Path(path), stamp)
+        self._view = None
+
+    def text_count(self, token: bytes) -> int:
+        """Occurrences of ``token`` in the whole document's bytes (a byte count, no parse; counted once)."""
+        if token not in self._counts:
+            if self._view is not None:
+                self._counts[token] = self._view.obj.count(token)  # type: ignore[attr-defined]
+            else:
+                self._counts[token] = self._count_in_file(token)
+        return self._counts[token]
+
+    def _count_in_file(self, token: bytes) -> int:
+        path, stamp = self._file  # type: ignore[misc]
+        n, tail = 0, b""
+        with open(path, "rb") as f:
+            if FileStamp.of(os.fstat(f.fileno())) != stamp:
+                raise ChangedFile(path)
+            while block := f.read(COUNT_BLOCK_BYTES):
+                data = tail + block  # a token across two blocks: the previous block's last bytes lead this one
+                n += data.count(token)
+                tail = data[-(len(token) - 1):] if len(token) > 1 else b""  # shorter than a token: counted once
+        return n
+
+    def _bytes(self, a: int, b: int) -> bytes | memoryview:
+        """Bytes [a, b) of the document: from memory, or read from the file (ChangedFile when it changed)."""
+        if self._view is not None:
+            return self._view[a:b]
+        path, stamp = self._file  # type: ignore[misc]
+        with open(path, "rb") as f:
+            if FileStamp.of(os.fstat(f.fileno())) != stamp:
+                raise ChangedFile(path)
+            data = os.pread(f.fileno(), b - a, a)
+        if len(data) != b - a:
+            raise ChangedFile(path)
+        return data
 
     @overload
     def __getitem__(self, i: int) -> Any: ...
@@ -54,7 +130,7 @@ class Events(Sequence[Any]):
         k = k + len(self) if k < 0 else k
         if not 0 <= k < len(self):
             raise IndexError(f"event index {i} out of range for {len(self)} events")
-        return orjson.loads(self._view[self._starts[k]:self._ends[k]])
+        return orjson.loads(self._bytes(int(self._starts[k]), int(self._ends[k])))
 
     def __iter__(self) -> Iterator[Any]:
         for _, chunk in self.chunks():
@@ -64,7 +140,7 @@ class Events(Sequence[Any]):
         """Events ``lo`` to ``hi - 1``, parsed in one call."""
         if hi <= lo:
             return []
-        text = b"".join((b"[", self._view[self._starts[lo]:self._ends[hi - 1]], b"]"))
+        text = b"".join((b"[", self._bytes(int(self._starts[lo]), int(self._ends[hi - 1])), b"]"))
         try:
             out = orjson.loads(text)
         except orjson.JSONDecodeError as exc:
@@ -73,24 +149,49 @@ class Events(Sequence[Any]):
             raise ChunkError(f"events {lo}..{hi - 1}: parsed {len(out)} events")
         return out
 
-    def bounds(self) -> list[int]:
-        """Chunk boundaries (event indices, 0 first and len last): a new chunk every ``chunk_bytes``."""
+    def bounds(self, chunk_bytes: int | None = None) -> list[int]:
+        """Chunk boundaries (event indices, 0 first and len last): a new chunk every ``chunk_bytes`` (default: the
+        one given at construction)."""
         n = len(self)
         if n == 0:
             return [0]
-        marks = np.arange(self._starts[0], self._ends[-1], self._chunk_bytes)[1:]
+        marks = np.arange(self._starts[0], self._ends[-1], chunk_bytes or self._chunk_bytes)[1:]
         cuts = np.searchsorted(self._starts, marks)
         return np.unique(np.concatenate(([0], cuts, [n]))).tolist()
 
-    def chunks(self) -> Iterator[tuple[int, list[Any]]]:
-        """``(index of the first event, events)`` for consecutive chunks; a fresh list each time."""
-        bounds = self.bounds()
+    @property
+    def shares_dicts(self) -> bool:
+        """Whether the dicts chunks() gives are shared with later reads (a small document's: kept parsed)."""
+        return bool(len(self)) and int(self._ends[-1] - self._starts[0]) <= KEEP_PARSED_BYTES
+
+    def chunks(self, chunk_bytes: int | None = None) -> Iterator[tuple[int, list[Any]]]:
+        """``(index of the first event, events)`` for consecutive chunks of about ``chunk_bytes`` (a kept document:
+        its chunks); a fresh list each time."""
+        if self._kept is not None:
+            for lo, chunk in self._kept:
+                yield lo, list(chunk)
+            return
+        keep = self.shares_dicts
+        kept = []
+        bounds = self.bounds(None if keep else chunk_bytes)
         for lo, hi in zip(bounds[:-1], bounds[1:]):
-            yield lo, self.parse(lo, hi)
+            chunk = self.parse(lo, hi)
+            if keep:
+                kept.append((lo, chunk))
+                chunk = list(chunk)
+            yield lo, chunk
+        if keep:
+            self._kept = kept
 
 
-def event_chunks(events: Sequence[Any]) -> Iterator[tuple[int, list[Any]]]:
-    """Chunks of ``Events``, or one chunk (a shallow copy) of any other sequence."""
+def fresh_dicts(events: Sequence[Any]) -> bool:
+    """Whether ``event_chunks(events)`` gives dicts no one else holds (a large document's, parsed for the caller),
+    which the caller may then change in place."""
+    return isinstance(events, Events) and not events.shares_dicts
+
+
+def event_chunks(events: Sequence[Any], chunk_bytes: int | None = None) -> Iterator[tuple[int, list[Any]]]:
+    """Chunks of ``Events`` (of about ``chunk_bytes``), or one chunk (a shallow copy) of any other sequence."""
     if isinstance(events, Events):
-        return events.chunks()
+        return events.chunks(chunk_bytes)
     return iter([(0, list(events))])

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import stat
 import zlib
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import orjson
 
 from habitat_trace.errors import TraceFormatError
 from habitat_trace.ingest import scan
-from habitat_trace.ingest.events import ChunkError, Events
+from habitat_trace.ingest.events import ChunkError, Events, FileStamp
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_EVENTS = 1000  # a trace has duration/metadata events among its first ones
@@ -27,24 +29,35 @@ HOW_TO_RECORD = "record one with torch.profiler (export_chrome_trace or tensorbo
 
 def read_bytes(path: Path) -> bytes:
     """The file's JSON bytes, gunzipped when the content is gzip (whatever the suffix says)."""
+    return read_stamped(path)[0]
+
+
+def read_stamped(path: Path) -> tuple[bytes, FileStamp | None]:
+    """``read_bytes``, and the file's stamp when the bytes are the file's own (a plain regular file that did not
+    change while it was read), so that they can be read again from it (Events.release); else None."""
     if not path.exists():
         raise TraceFormatError(f"{path}: no such file; pass the path of a torch.profiler trace (.json or .json.gz)")
     if path.is_dir():
         raise TraceFormatError(f"{path}: is a directory; pass a trace file inside it (*.pt.trace.json[.gz])")
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as f:
+            before = os.fstat(f.fileno())
+            raw = f.read()
+            after = os.fstat(f.fileno())
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read ({exc.strerror}); check the path and its permissions") from None
     if not raw:
         raise TraceFormatError(f"{path}: file is empty; {HOW_TO_RECORD}")
     if raw[:2] == GZIP_MAGIC:
         try:
-            return gzip.decompress(raw)
+            return gzip.decompress(raw), None
         except (EOFError, OSError, zlib.error):
             raise TraceFormatError(
                 f"{path}: gzip data is truncated or corrupt; re-copy the file or export the trace again"
             ) from None
-    return raw
+    same = stat.S_ISREG(after.st_mode) and FileStamp.of(before) == FileStamp.of(after) == FileStamp(len(raw),
+                                                                                                 after.st_mtime_ns)
+    return raw, FileStamp.of(after) if same else None
 
 
 def read_document(path: Path) -> dict[str, Any]:

@@ -18,13 +18,20 @@ checked against them.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from itertools import repeat
+from typing import Any, Hashable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from habitat_trace.ingest.events import event_chunks
+from habitat_trace.ingest.tables import NOT_OBJECT, EventFields
+
 UINT32_MAX = 2**32 - 1
+# what the rules do with an event, by its ph: skip it (metadata, not an object), check its times (any other ph), and
+# place it on its track (slices, flows)
+_SKIP, _OTHER, _SLICE, _FLOW_S, _FLOW_F = range(5)
+_KINDS = {"M": _SKIP, NOT_OBJECT: _SKIP, "X": _SLICE, "s": _FLOW_S, "f": _FLOW_F}
 EPS_US = 0.0005  # half a nanosecond: µs values are written with 3 decimals
 
 
@@ -48,83 +55,174 @@ class Violation:
 
 
 def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _track(e: dict) -> tuple[str, str]:
-    return str(e.get("pid")), str(e.get("tid"))
-
-
-def _basic(i: int, e: dict, out: list[Violation]) -> bool:
-    ph = e.get("ph")
-    if ph == "M":
+    try:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    except OverflowError:  # an int past a double's range (only the json module's parse reads one)
         return False
-    if not _num(e.get("ts")):
-        out.append(Violation(i, "ts", f"ts {e.get('ts')!r} is not a finite number"))
-        return False
-    if ph == "X":
-        if not _num(e.get("dur")):
-            out.append(Violation(i, "ts", f"dur {e.get('dur')!r} is not a finite number"))
-            return False
-        if e["dur"] < 0:
-            out.append(Violation(i, "negative-dur", f"dur {e['dur']} < 0"))
-            return False
-    for key in ("pid", "tid"):
-        v = e.get(key)
-        if isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= UINT32_MAX:
-            out.append(Violation(i, "id-range", f"{key} {v} does not fit uint32"))
-    return True
+
+
+def _numbers(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(each value as a float64, whether it is a finite number: an int or float, not a bool), as ``_num`` and
+    ``float`` read them one by one; vectorized when every value is an int or a float (a Kineto trace's times)."""
+    if set(map(type, values)) <= {int, float, type(None)}:  # None: numpy's NaN, never finite, as _num says
+        try:
+            arr = np.array(values, dtype=np.float64)
+            return arr, np.isfinite(arr)
+        except OverflowError:  # an int past a double's range: _num says so (or raises) one by one
+            pass
+    ok = np.array([_num(v) for v in values], dtype=bool)
+    return np.array([float(v) if k else np.nan for v, k in zip(values, ok)], dtype=np.float64), ok
+
+
+def _bad_id(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= UINT32_MAX
+
+
+def _bad_ids(values: Sequence[Any]) -> np.ndarray:
+    """Per value, an int id outside uint32; judged once per distinct value (pids and tids repeat)."""
+    try:
+        bad = {v for v in set(values) if _bad_id(v)}
+    except TypeError:  # an unhashable id (a list)
+        return np.array([_bad_id(v) for v in values], dtype=bool)
+    return np.array([_bad_id(v) for v in values], dtype=bool) if bad else np.zeros(len(values), dtype=bool)
+
+
+def _kinds(ph: Sequence[Any]) -> np.ndarray:
+    """Each event's kind (_KINDS; _OTHER for any other ph), by a lookup per event; an unhashable ph (a list) is
+    another ph."""
+    try:
+        return np.fromiter(map(_KINDS.get, ph, repeat(_OTHER)), dtype=np.int8, count=len(ph))
+    except TypeError:
+        return np.array([_KINDS.get(p, _OTHER) if isinstance(p, Hashable) else _OTHER for p in ph], dtype=np.int8)
+
+
+class Checker:
+    """``check_events`` in chunks: ``feed(first, events)`` for consecutive chunks (ingest feeds the chunks it
+    parses, so the rules cost no parse of their own), then ``violations()``. Per chunk the per-event rules are
+    vectorized and only the X slices and flows are kept (track code, times, index: ~30 bytes an event); the
+    tracks' nesting and the flows' binding are judged at the end, when every track is whole."""
+
+    def __init__(self) -> None:
+        self._out: list[Violation] = []
+        self._tracks: dict[tuple[str, str], int] = {}  # (str(pid), str(tid)) -> track code
+        self._slices: list[tuple[np.ndarray, ...]] = []  # per chunk: track, start, end, index
+        self._flows: list[tuple[np.ndarray, ...]] = []  # per chunk: track, ts, index, is_f, loose (f without bp "e")
+
+    def feed(self, first: int, events: Sequence[Any], fields: Optional[EventFields] = None) -> None:
+        """Events ``first`` .. ``first + len(events) - 1`` (``fields``: their EventFields, when already read)."""
+        f = fields if fields is not None else EventFields.of(events)
+        kind = _kinds(f.ph)
+        ts, ok = _numbers(f.ts)
+        checked = kind != _SKIP
+        for k in np.flatnonzero(checked & ~ok).tolist():
+            self._out.append(Violation(first + k, "ts", f"ts {f.ts[k]!r} is not a finite number"))
+        ok &= checked
+        xs = ok & (kind == _SLICE)
+        dur, ok_dur = _numbers(f.dur)
+        negative = xs & ok_dur & (dur < 0)
+        for k in np.flatnonzero(xs & (~ok_dur | negative)).tolist():
+            d = f.dur[k]
+            self._out.append(Violation(first + k, "ts", f"dur {d!r} is not a finite number") if not ok_dur[k] else
+                             Violation(first + k, "negative-dur", f"dur {d} < 0"))
+        ok &= ~xs | (ok_dur & ~negative)  # _basic's False: no other rule is checked
+        for key, values in (("pid", f.pid), ("tid", f.tid)):
+            for k in np.flatnonzero(ok & _bad_ids(values)).tolist():
+                self._out.append(Violation(first + k, "id-range", f"{key} {values[k]} does not fit uint32"))
+        placed = np.flatnonzero(ok & (kind >= _SLICE))
+        track = self._track_codes([f.pid[k] for k in placed.tolist()], [f.tid[k] for k in placed.tolist()])
+        sl = kind[placed] == _SLICE
+        rows = placed[sl]
+        self._slices.append((track[sl], ts[rows], ts[rows] + dur[rows], rows + first))
+        rows = placed[~sl]
+        is_f = kind[rows] == _FLOW_F
+        loose = is_f.copy()
+        for j in np.flatnonzero(is_f).tolist():  # an f bound to its enclosing slice (bp "e") is not loose
+            loose[j] = events[int(rows[j])].get("bp") != "e"
+        self._flows.append((track[~sl], ts[rows], rows + first, is_f, loose))
+
+    def _track_codes(self, pids: list[Any], tids: list[Any]) -> np.ndarray:
+        """The code of each event's track (str(pid), str(tid)), stringified once per distinct (pid, tid) where
+        equal values have equal strings (ints, strings and null; 1 == 1.0 == True would not)."""
+        if set(map(type, pids)) | set(map(type, tids)) <= {int, str, type(None)}:
+            pairs = list(zip(pids, tids))
+            local = {k: i for i, k in enumerate(dict.fromkeys(pairs))}
+            glob = [self._tracks.setdefault((str(p), str(t)), len(self._tracks)) for p, t in local]
+            return np.array(glob, dtype=np.int64)[np.fromiter(map(local.__getitem__, pairs), dtype=np.int64,
+                                                              count=len(pairs))]
+        return np.array([self._tracks.setdefault((str(p), str(t)), len(self._tracks)) for p, t in zip(pids, tids)],
+                        dtype=np.int64)
+
+    def violations(self) -> list[Violation]:
+        """Every violation of the events fed, sorted by (index, rule)."""
+        out = list(self._out)
+        track, start, end, index = (np.concatenate(c) for c in zip(*self._slices)) if self._slices else \
+            (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
+        order = np.lexsort((index, -end, start, track))  # per track by (start, -end, index), as _nesting sorts
+        track, start, end, index = track[order], start[order], end[order], index[order]
+        cut = np.flatnonzero(np.diff(track)) + 1
+        lo, hi = np.concatenate(([0], cut)), np.concatenate((cut, [len(track)]))
+        eps_start = np.maximum(EPS_US, 2 * np.spacing(np.abs(start)))
+        # a track whose slices in this order each end by the next one's start never holds two on the stack
+        apart = np.ones(len(track), dtype=bool)
+        apart[1:] = (end[:-1] <= start[1:] + eps_start[1:]) | (track[1:] != track[:-1])
+        eps_end = np.maximum(EPS_US, 2 * np.spacing(np.abs(end)))
+        for a, b in zip(lo.tolist(), hi.tolist()):
+            if not apart[a:b].all():
+                _nesting(start[a:b].tolist(), end[a:b].tolist(), eps_start[a:b].tolist(), eps_end[a:b].tolist(),
+                         index[a:b].tolist(), out)
+        spans = dict(zip(track[lo].tolist(), zip(lo.tolist(), hi.tolist()))) if len(track) else {}
+        if self._flows:
+            f_track, f_ts, f_index, f_is_f, f_loose = (np.concatenate(c) for c in zip(*self._flows))
+            _flows(f_track, f_ts, f_index, f_is_f, f_loose, spans, start, end, out)
+        return sorted(out, key=lambda v: (v.index, v.rule))
 
 
 def check_events(events: Iterable[Any]) -> list[Violation]:
-    out: list[Violation] = []
-    slices: dict[tuple[str, str], list[tuple[float, float, int]]] = defaultdict(list)
-    flows: list[tuple[int, dict]] = []
-    for i, e in enumerate(events):
-        if type(e) is not dict or not _basic(i, e, out):
-            continue
-        ph = e.get("ph")
-        if ph == "X":
-            slices[_track(e)].append((float(e["ts"]), float(e["ts"]) + float(e["dur"]), i))
-        elif ph in ("s", "f"):
-            flows.append((i, e))
-    for track in slices.values():
-        _nesting(track, out)
-    _flows(flows, slices, out)
-    return sorted(out, key=lambda v: (v.index, v.rule))
+    checker = Checker()
+    for first, chunk in event_chunks(events if isinstance(events, Sequence) else list(events)):
+        checker.feed(first, chunk)
+    return checker.violations()
 
 
-def _nesting(track: list[tuple[float, float, int]], out: list[Violation]) -> None:
-    track.sort(key=lambda s: (s[0], -s[1], s[2]))
+def _nesting(start: list[float], end: list[float], eps_start: list[float], eps_end: list[float], index: list[int],
+             out: list[Violation]) -> None:
+    """One track's slices in (start, -end, index) order: a slice that starts inside the innermost open one and
+    ends after it (beyond eps_us) does not nest."""
     stack: list[tuple[float, float, int]] = []
-    for start, end, i in track:
-        while stack and stack[-1][1] <= start + eps_us(start):
+    for s, e, es, ee, i in zip(start, end, eps_start, eps_end, index):
+        while stack and stack[-1][1] <= s + es:
             stack.pop()
-        if stack and end > stack[-1][1] + eps_us(end):
+        if stack and e > stack[-1][1] + ee:
             top = stack[-1]
-            out.append(Violation(i, "nesting", f"[{start}, {end}] starts inside event #{top[2]} "
+            out.append(Violation(i, "nesting", f"[{s}, {e}] starts inside event #{top[2]} "
                                  f"[{top[0]}, {top[1]}] on its track but ends after it"))
             continue
-        stack.append((start, end, i))
+        stack.append((s, e, i))
 
 
-def _flows(flows: list[tuple[int, dict]], slices: dict, out: list[Violation]) -> None:
-    index: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-    for key, track in slices.items():
-        track.sort(key=lambda s: (s[0], -s[1], s[2]))
-        starts = np.array([s[0] for s in track])
-        reach = np.maximum.accumulate(np.array([s[1] for s in track]))
-        index[key] = (starts, reach)
-    for i, e in flows:
-        starts, reach = index.get(_track(e), (np.zeros(0), np.zeros(0)))
-        ts = float(e["ts"])
-        if e.get("ph") == "f" and e.get("bp") != "e":
-            if not len(starts) or starts[-1] < ts - eps_us(ts):
-                out.append(Violation(i, "flow-binding", f"flow end at {ts} has no slice at or after it"))
+def _flows(track: np.ndarray, ts: np.ndarray, index: np.ndarray, is_f: np.ndarray, loose: np.ndarray,
+           spans: dict[int, tuple[int, int]], start: np.ndarray, end: np.ndarray, out: list[Violation]) -> None:
+    """A flow ``s`` (or an ``f`` bound to its enclosing slice) lies inside a slice of its track: the last slice
+    starting at or before it reaches it (the running maximum of the ends); a loose ``f`` needs a slice starting at
+    or after it. ``spans``: each track's rows of the sorted slices."""
+    eps = np.maximum(EPS_US, 2 * np.spacing(np.abs(ts)))
+    bad = np.zeros(len(ts), dtype=bool)
+    for code in np.unique(track).tolist():
+        mine = np.flatnonzero(track == code)
+        a, b = spans.get(code, (0, 0))
+        starts, t, e = start[a:b], ts[mine], eps[mine]
+        if b == a:
+            bad[mine] = True
             continue
-        pos = int(np.searchsorted(starts, ts + eps_us(ts), side="right")) - 1
-        if pos < 0 or reach[pos] < ts - eps_us(ts):
-            out.append(Violation(i, "flow-binding", f"flow {e.get('ph')} at {ts} is inside no slice on its track"))
+        reach = np.maximum.accumulate(end[a:b])
+        pos = np.searchsorted(starts, t + e, side="right") - 1
+        inside = (pos >= 0) & (reach[np.maximum(pos, 0)] >= t - e)
+        bad[mine] = np.where(loose[mine], starts[-1] < t - e, ~inside)
+    for k in np.flatnonzero(bad).tolist():
+        at = float(ts[k])
+        kind = "f" if is_f[k] else "s"
+        out.append(Violation(int(index[k]), "flow-binding", f"flow end at {at} has no slice at or after it"
+                             if loose[k] else f"flow {kind} at {at} is inside no slice on its track"))
 
 
 def by_rule(violations: Iterable[Violation]) -> dict[str, list[int]]:

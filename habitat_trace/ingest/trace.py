@@ -8,21 +8,25 @@ large trace are never all alive at once.
 from __future__ import annotations
 
 import gc
+import hashlib
+import weakref
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Optional, Protocol, Sequence
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, TypeVar
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from habitat_trace.errors import TraceFormatError, UnsupportedTraceError
-from habitat_trace.ingest import classify, linking, reader, rocm
+from habitat_trace.ingest import classify, linking, reader, rocm, rules
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.assemble import assemble
 from habitat_trace.ingest.columns import NO_TIME
-from habitat_trace.ingest.events import ChunkError, event_chunks
+from habitat_trace.ingest.events import ChunkError, Events, FileStamp, event_chunks
 
+T = TypeVar("T")
 CAT_PROFILER_RANGE = "cuda_profiler_range"  # CUPTI range-profiler events (kineto ActivityType CUDA_PROFILER_RANGE)
 
 
@@ -89,6 +93,26 @@ class Tables:
             return self.event_ts_ns, self.event_dur_ns
         return self.raw_ts_ns, self.raw_dur_ns
     vendor: str = "nvidia"  # "amd" for a ROCm trace (ingest.rocm): launch parameters from the hip* call
+    # the Perfetto-rule violations of ``events`` as written (ingest.rules, found while ingest parsed them); None:
+    # not checked (tables built elsewhere)
+    violations: Optional[tuple[rules.Violation, ...]] = field(default=None, repr=False)
+    _derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def derived(self, build: Callable[["Tables"], T]) -> T:
+        """``build(self)``, built once per Tables and ``build``: what a pure function of the tables derives for every
+        replay or target alike (the timeline's stream links, the engine's op costs). Tables are read-only once
+        built, so it never goes stale."""
+        if build not in self._derived:
+            self._derived[build] = build(self)
+        return self._derived[build]
+
+    def with_times(self, ts_ns: np.ndarray, dur_ns: np.ndarray, sharing: Sequence[Callable[[Any], Any]]) -> "Tables":
+        """These tables with other event times (``event_ts_ns``, ``event_dur_ns``), sharing what the ``sharing``
+        builders derived (they must read no event time: timeline.replay.times_view)."""
+        out = replace(self, event_ts_ns=ts_ns, event_dur_ns=dur_ns)
+        for build in sharing:
+            out._derived[build] = self.derived(build)
+        return out
 
     @property
     def device_name(self) -> str | None:
@@ -112,29 +136,52 @@ class Tables:
         return next((d for d in self.devices if str(d.get("name")) == name), {})
 
 
+def derived(trace: Any, build: Callable[[Any], T]) -> T:
+    """``trace.derived(build)`` for Tables; ``build(trace)`` for any other object with the same tables (tests
+    build small ones)."""
+    memo = getattr(trace, "derived", None)
+    return memo(build) if memo is not None else build(trace)
+
+
 def load(path: str | Path, require_gpu: bool = True) -> Tables:
+    """The tables of the trace at ``path``. The events of a plain file are read again from it when asked: their
+    bytes (1x the file) are dropped once parsed (Events.release), before the tables are joined and linked."""
     path = Path(path)
-    with gc_paused():
-        return _from_bytes(path, reader.read_bytes(path), require_gpu)
-
-
-def _from_bytes(path: Path, raw: bytes, require_gpu: bool) -> Tables:
+    raw, stamp = reader.read_stamped(path)
     split = reader.split_document(raw)
-    if split is not None:
-        try:
-            return _build(path, *split, require_gpu)
-        except ChunkError:  # a chunk orjson refuses (NaN, bad UTF-8): the whole-document parse decides
-            pass
-    doc = reader.parse_document(path, raw)
-    del raw
-    return _build(path, _meta(doc), doc["traceEvents"], require_gpu)
+    with gc_paused():
+        if split is not None:
+            del raw  # the events hold the bytes now
+            try:
+                return _build(path, *split, require_gpu, stamp)
+            except ChunkError:  # a chunk orjson refuses (NaN, bad UTF-8): the whole-document parse decides
+                raw = reader.read_bytes(path)
+        doc = reader.parse_document(path, raw)
+        del raw
+        return _build(path, _meta(doc), doc["traceEvents"], require_gpu)
 
 
 def from_document(path: str | Path, doc: dict[str, Any], require_gpu: bool = True) -> Tables:
     """The tables of a Kineto document already in memory (``path`` names it in messages): what the scale-out
-    synthesis (timeline/commstream.py) builds after adding its communication events."""
+    synthesis (timeline/commstream.py) builds after adding its communication events. A document equal to one whose
+    tables are still in use gets those tables (_BUILT)."""
+    try:
+        key: Optional[bytes] = hashlib.blake2b(orjson.dumps([str(path), require_gpu, doc])).digest()
+    except (TypeError, orjson.JSONEncodeError):  # what orjson cannot write is built every time
+        key = None
+    if key is not None and (known := _BUILT.get(key)) is not None:
+        return known
     with gc_paused():
-        return _build(Path(path), _meta(doc), doc["traceEvents"], require_gpu)
+        tables = _build(Path(path), _meta(doc), doc["traceEvents"], require_gpu)
+    if key is not None:
+        _BUILT[key] = tables
+    return tables
+
+
+# The tables from_document built, by their document's digest, while something holds them: the scale-out builds the
+# same document for the central replay and for each end of the host band (timeline/scaleout.scale_out synthesizes
+# per clock), and its tables cost most of a replay. Equal JSON gives equal tables, and tables are read-only.
+_BUILT: "weakref.WeakValueDictionary[bytes, Tables]" = weakref.WeakValueDictionary()
 
 
 def _meta(doc: dict[str, Any]) -> dict[str, Any]:
@@ -162,12 +209,21 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu: bool) -> Tables:
+def _chunks(events: Sequence[Any], path: Path, stamp: Optional[FileStamp]) -> Iterator[tuple[int, list[Any]]]:
+    """The events' chunks; after the last, their bytes are dropped when ``path`` holds them (``stamp``)."""
+    yield from event_chunks(events)
+    if stamp is not None and isinstance(events, Events):
+        events.release(path, stamp)
+
+
+def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu: bool,
+           stamp: Optional[FileStamp] = None) -> Tables:
+    """``stamp``: ``path`` holds the events' bytes (reader.read_stamped): they are dropped once parsed."""
     devices = meta.get("deviceProperties") or []
     if not isinstance(devices, list):
         devices = []
     devices = [d for d in devices if isinstance(d, dict)]
-    parts = assemble(event_chunks(events))
+    parts = assemble(_chunks(events, path, stamp))
     for what, df in (("GPU event", parts.gpu), ("CPU op", parts.ops), ("runtime call", parts.calls)):
         _check_times(path, what, df, events)
     if require_gpu and len(parts.gpu) == 0:
@@ -176,7 +232,7 @@ def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu:
                   event_dur_ns=parts.dur_ns, gpu=parts.gpu, ops=parts.ops, calls=parts.calls,
                   steps=pd.DataFrame(), syncs=parts.syncs, gpu_annotations=parts.gpu_annotations,
                   flows=parts.flows, memory=parts.memory, collectives=parts.collectives,
-                  vendor="amd" if rocm.is_rocm(devices, parts.hip) else "nvidia")
+                  vendor="amd" if rocm.is_rocm(devices, parts.hip) else "nvidia", violations=parts.violations)
     return _link(trace)
 
 
@@ -230,7 +286,7 @@ def _link(t: Tables) -> Tables:
     linked = Tables(path=t.path, meta=t.meta, devices=t.devices, events=t.events, event_ts_ns=t.event_ts_ns,
                    event_dur_ns=t.event_dur_ns, gpu=gpu, ops=ops, calls=calls, steps=steps, syncs=t.syncs,
                    gpu_annotations=t.gpu_annotations, flows=t.flows, memory=t.memory,
-                   collectives=t.collectives, vendor=t.vendor)
+                   collectives=t.collectives, vendor=t.vendor, violations=t.violations)
     check_tables(linked)
     return linked
 

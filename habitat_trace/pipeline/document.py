@@ -234,7 +234,7 @@ def target_tables(rr: RankReplay) -> Tables:
                   event_dur_ns=tl.dur_ns, gpu=gpu, ops=_retimed(t.ops, tl), calls=calls, steps=_retimed(t.steps, tl),
                   syncs=_retimed(t.syncs, tl), gpu_annotations=_retimed(t.gpu_annotations, tl),
                   flows=_retimed(t.flows, tl), memory=_retimed(t.memory, tl), collectives=t.collectives,
-                  raw_ts_ns=raw_ts, raw_dur_ns=raw_dur, vendor=t.vendor)
+                  raw_ts_ns=raw_ts, raw_dur_ns=raw_dur, vendor=t.vendor, violations=t.violations)
 
 
 def _retimed(df: pd.DataFrame, tl: Timeline) -> pd.DataFrame:

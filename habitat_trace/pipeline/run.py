@@ -19,6 +19,7 @@ import pandas as pd
 
 from habitat_trace.errors import HabitatTraceError, SpecError, TraceFormatError
 from habitat_trace.ingest import reader, rules
+from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import DistributedInfo, Tables, load
 from habitat_trace.pipeline.host import GIVEN_BY_USER, HostClock, host_clock
 from habitat_trace.pipeline.options import Options
@@ -30,7 +31,7 @@ from habitat_trace.timeline import floors, hostband
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.joint import replay_ranks
 from habitat_trace.timeline.overhead import FALLBACK_UNIT_NS
-from habitat_trace.timeline.replay import Timeline
+from habitat_trace.timeline.replay import Timeline, times_view
 from habitat_trace.timeline.scaleout import Prepared, ScaledOut, decontended, prepare, scale_out
 from habitat_trace.timeline.steps import StepFigures, replayed_step_figures
 
@@ -100,6 +101,15 @@ class Rank:
         return hostband.host_band(hc.clock, hc.evidence, hc.measured_source)
 
     @cached_property
+    def band_tables(self) -> Tables:
+        """The tables keeping the times the band's ends read (the runtime calls' for the launch queue, the steps'
+        for the iteration; timeline.replay.times_view): replayed on the band's clocks, the same ends, without
+        mapping every event."""
+        t = self.tables
+        return times_view(t, np.concatenate((t.calls[S.EVENT].to_numpy(), t.steps[S.EVENT].to_numpy()
+                                             if len(t.steps) else np.zeros(0, dtype=np.int64))))
+
+    @cached_property
     def floor_ms(self) -> float:
         """What the trace proves of its origin step (timeline/floors.py: busiest stream, calls, syncs), mean over
         the steady ProfilerSteps (pipeline.figures.steady) in ms; 0 without steps."""
@@ -112,7 +122,8 @@ class Rank:
 
     @cached_property
     def input_violations(self) -> dict[str, list[int]]:
-        return rules.by_rule(rules.check_events(self.tables.events))
+        found = self.tables.violations  # ingest checks the events as it parses them
+        return rules.by_rule(found if found is not None else rules.check_events(self.tables.events))
 
     @cached_property
     def params(self) -> Params:
@@ -329,9 +340,11 @@ class Run:
         bands = [hostband.slowest_of(r.band, len(self.ranks)) for r in self.ranks]
 
         def iterate(clocks: Sequence[CpuClock]) -> list[tuple[float, float]]:  # the fast end: the contention out
+            # decontended reads the recorded GPU times (the full tables); the replays read the calls' and steps'
+            # times only (Rank.band_tables)
             ps = [decontended(t, p) for t, p in zip(tables, preds)] if clocks[0] is bands[0].fast else preds
-            timelines = replay_ranks(tables, ps, clocks).timelines
-            return [iteration_and_fastest(t, tl) for t, tl in zip(tables, timelines)]
+            views = [r.band_tables for r in self.ranks]
+            return [iteration_and_fastest(t, tl) for t, tl in zip(views, replay_ranks(views, ps, clocks).timelines)]
         ends = BandEnds(iterate, bands)
         ranks = tuple(RankReplay(r, p, tl, r.clock if c is None or c is r.clock.clock else replace(r.clock, clock=c),
                                  band_ends=ends, position=i, run_ranks=len(self.ranks))

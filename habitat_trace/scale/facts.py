@@ -5,16 +5,21 @@ Pure functions of the ingest tables and two GpuSpecs; scale/engine.py, scale/ven
 """
 from __future__ import annotations
 
+from typing import Callable, TypeVar
+
 import numpy as np
 import pandas as pd
 
 from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import KernelTables as Tables
+from habitat_trace.ingest.trace import derived
 from habitat_trace.scale import crossarch, occupancy, wave
 from habitat_trace.scale.cost import gemm_dims, in_place_write_bytes, op_cost, tensor_dtype_from_kernel
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import KernelFacts
+
+T = TypeVar("T")
 
 # γ when an op's shapes were not recorded (no record_shapes, TensorList arguments): streaming kernels
 # are mostly bandwidth-bound, library kernels mostly not. Assumptions, not fits: docs/method.md step 4.
@@ -38,11 +43,11 @@ def gemm_kernel_shapes(trace: Tables, where: np.ndarray) -> tuple[np.ndarray, np
     op = g[S.OP].to_numpy()
     cand = where & (g[S.KCLASS].to_numpy() == K.GEMM) & (op >= 0) & (g[S.CAT] == S.CAT_KERNEL).to_numpy()
     names, dims, types = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy(), ops[S.INPUT_TYPES].to_numpy()
-    shape: dict[int, tuple[tuple[int, int, int, int], str]] = {}
-    for o in np.unique(op[cand]).tolist():
+    def of(o: int) -> tuple[tuple[int, int, int, int], str] | None:
         bmnk = gemm_dims(str(names[o]), dims[o])
-        if bmnk is not None:
-            shape[o] = bmnk, op_cost(str(names[o]), dims[o], types[o], None)[2]
+        return None if bmnk is None else (bmnk, op_cost(str(names[o]), dims[o], types[o], None)[2])
+    found_by_op = per_op(np.where(cand, op, -1), of, (names, dims, types))
+    shape = {o: v for o, v in found_by_op.items() if v is not None}
     rows = np.flatnonzero(cand & np.isin(op, list(shape)))
     found = [shape[o] for o in op[rows].tolist()]
     return (rows, np.array([s for s, _ in found], dtype=np.float64).reshape(-1, 4).T,
@@ -145,15 +150,19 @@ def _fit_smem(smem: np.ndarray, target: GpuSpec) -> np.ndarray:
 
 
 def costs(trace: Tables) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Per GPU event: its op's FLOPs and bytes (NaN unknown) and the pipe (tensor dtype or fp32)."""
+    """Per GPU event: its op's FLOPs and bytes (NaN unknown) and the pipe (tensor dtype or fp32); built once per
+    trace (Tables.derived: the same for every target), read-only."""
+    return derived(trace, _costs)
+
+
+def _costs(trace: Tables) -> tuple[np.ndarray, np.ndarray, list[str]]:
     g, ops = trace.gpu, trace.ops
     op = g[S.OP].to_numpy()
-    cache: dict[int, tuple[float, float, str]] = {}
     # columns as arrays once: a DataFrame lookup per op cost 30 µs each on a 1M-event trace
     names, dims, types = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy(), ops[S.INPUT_TYPES].to_numpy()
     concrete = ops[S.CONCRETE_INPUTS].to_numpy() if S.CONCRETE_INPUTS in ops else None
-    for o in np.unique(op[op >= 0]).tolist():
-        cache[o] = op_cost(str(names[o]), dims[o], types[o], concrete[o] if concrete is not None else None)
+    cache = per_op(op, lambda o: op_cost(str(names[o]), dims[o], types[o], concrete[o] if concrete is not None else
+                                         None), (names, dims, types) + ((concrete,) if concrete is not None else ()))
     unknown = (np.nan, np.nan, "fp32")
     costs = [cache.get(o, unknown) for o in op.tolist()]
     flops = np.array([c[0] for c in costs], dtype=np.float64)
@@ -165,17 +174,40 @@ def costs(trace: Tables) -> tuple[np.ndarray, np.ndarray, list[str]]:
             pipes.append("fp32")
             continue
         pipes.append(tensor_dtype_from_kernel(name, dtype) or "fp32")
+    flops.setflags(write=False)
+    nbytes.setflags(write=False)
     return flops, nbytes, pipes
+
+
+def per_op(op: np.ndarray, of: Callable[[int], T], columns: tuple[np.ndarray, ...]) -> dict[int, T]:
+    """``of(o)`` for each op row ``o >= 0`` in ``op``, computed once per distinct combination of the op's
+    ``columns`` values. ingest keeps one object for equal op names and shape lists (tables._shared: a step's shapes
+    repeat every step), so the objects' identities find the ops that cost the same; ``of`` must be a pure function
+    of those columns."""
+    out: dict[int, T] = {}
+    seen: dict[tuple[int, ...], T] = {}
+    for o in np.unique(op[op >= 0]).tolist():
+        key = tuple(id(c[o]) for c in columns)
+        if key not in seen:
+            seen[key] = of(o)
+        out[o] = seen[key]
+    return out
 
 
 def in_place_bytes(trace: Tables) -> np.ndarray:
     """Per GPU event: the bytes its op writes back in place (cost.in_place_write_bytes; 0 for other ops and events
-    without an op)."""
+    without an op); built once per trace, read-only."""
+    return derived(trace, _in_place_bytes)
+
+
+def _in_place_bytes(trace: Tables) -> np.ndarray:
     g, ops = trace.gpu, trace.ops
     op = g[S.OP].to_numpy()
     names, dims, types = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy(), ops[S.INPUT_TYPES].to_numpy()
-    per_op = {o: in_place_write_bytes(str(names[o]), dims[o], types[o]) for o in np.unique(op[op >= 0]).tolist()}
-    return np.array([per_op.get(o, 0.0) for o in op.tolist()], dtype=np.float64)
+    per = per_op(op, lambda o: in_place_write_bytes(str(names[o]), dims[o], types[o]), (names, dims, types))
+    out = np.array([per.get(o, 0.0) for o in op.tolist()], dtype=np.float64)
+    out.setflags(write=False)
+    return out
 
 
 def _gamma(g: pd.DataFrame, nbytes: np.ndarray, bw_origin: np.ndarray) -> np.ndarray:

@@ -70,6 +70,11 @@ class CpuClock:
         k = np.searchsorted(self.delay_at_ns, t, side="right")
         return np.where(k > 0, self.delay_cum_ns[np.maximum(k - 1, 0)], 0)
 
+    def deprofiled(self, t: np.ndarray) -> np.ndarray:
+        """t - C(t): origin CPU times without the profiler's overhead (before the speed and the queue delays)."""
+        t = np.asarray(t, dtype=np.int64)
+        return t - self.removed_ns(t) if len(self.at_ns) else t.copy()
+
     def removed_ns(self, t: np.ndarray) -> np.ndarray:
         """C(t): the profiler overhead accrued up to each time ``t`` (int64 ns)."""
         t = np.asarray(t, dtype=np.int64)
@@ -79,10 +84,36 @@ class CpuClock:
         return np.floor(np.interp((t - base).astype(np.float64), (self.at_ns - base).astype(np.float64),
                                   self.cum_ns.astype(np.float64))).astype(np.int64)
 
-    def __call__(self, t: np.ndarray) -> np.ndarray:
-        """The target host's time of origin CPU times ``t`` (int64 ns, monotone non-decreasing in t)."""
+    def __call__(self, t: np.ndarray, deprofiled: np.ndarray | None = None) -> np.ndarray:
+        """The target host's time of origin CPU times ``t`` (int64 ns, monotone non-decreasing in t); ``deprofiled``:
+        t - C(t) when already known (every clock with these knots shares it)."""
         t = np.asarray(t, dtype=np.int64)
-        d = t - self.removed_ns(t) if len(self.at_ns) else t.copy()
+        d = deprofiled if deprofiled is not None else self.deprofiled(t)
         if self.speed != 1.0:
             d = self.origin_ns + np.rint((d - self.origin_ns) / self.speed).astype(np.int64)
         return d + self.queued_ns(t) if len(self.delay_at_ns) else d
+
+
+class Deprofiled:
+    """t - C(t) of fixed origin times ``t``, kept for the last clocks' overhead knots (the central, band and
+    queue-delayed clocks of a trace share them): the interpolation is most of a clock's cost on a million times."""
+
+    KEEP = 2  # the overhead estimate's knots, and none (the band's slow end when it removes nothing)
+
+    def __init__(self, t: np.ndarray) -> None:
+        self.t = np.asarray(t, dtype=np.int64)
+        self.known: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def of(self, clock: CpuClock) -> np.ndarray:
+        """clock.deprofiled(t), read-only."""
+        for at, cum, d in self.known:
+            if at is clock.at_ns and cum is clock.cum_ns:
+                return d
+        d = clock.deprofiled(self.t)
+        d.setflags(write=False)
+        self.known = (self.known + [(clock.at_ns, clock.cum_ns, d)])[-self.KEEP:]
+        return d
+
+    def on(self, clock: CpuClock) -> np.ndarray:
+        """clock(t)."""
+        return clock(self.t, self.of(clock))

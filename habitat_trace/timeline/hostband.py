@@ -34,17 +34,18 @@ PACE_FAST = 0.75
 PACE_SLOW = 1.45
 PACE_QUANTILES = (0.05, 0.95)  # the order statistics PACE_FAST and PACE_SLOW are
 # A data-parallel step synthesized from a one-GPU trace (--world-size N): the same kind of split-conformal interval
-# of the row itself, the measured N-rank step over the central prediction, 5% and 95% order statistics over the 57
-# rows (9 workloads x DDP/FSDP2/FSDP1 x 2 and 4 ranks, two H100 hosts, 2026-11-26) of benchmarks/scaleout_eval.py
-# (its summary's "band" lines: 0.736, 1.633), rounded outward; refitted without each workload in turn, the band alone
-# held 53 of 57 measured steps (93%). Its range is the union of this and the host band's replays.
-SCALEOUT_FAST = 0.73
-SCALEOUT_SLOW = 1.64
-# The joint replay of a run's rank traces (compare DIR): the same interval over the same 57 runs' measured step over
-# the slowest rank's joint replay (0.624, 1.327; refitted without each workload, the band alone held 51 of 57),
-# rounded outward.
-JOINT_FAST = 0.62
-JOINT_SLOW = 1.33
+# of the row itself, the measured N-rank step over the central prediction, 5% and 95% order statistics over the 91
+# rows (9 workloads x DDP/FSDP2/FSDP1 x 2 and 4 ranks, four H100 host sessions of 2 and 4 GPUs, 2026-11-26) of
+# benchmarks/scaleout_eval.py --band (0.795, 1.695), rounded outward; refitted without each workload in turn, the
+# band alone held 81 of 91 (89%). Built on the first two hosts' 57 rows (0.73-1.64), the range held 30 of the 34 rows of
+# the next two sessions (88%). Its range is the union of this and the host band's replays.
+SCALEOUT_FAST = 0.79
+SCALEOUT_SLOW = 1.70
+# The joint replay of a run's rank traces (compare DIR): the same interval over the same 91 runs' measured step over
+# the slowest rank's joint replay (0.631, 1.163; refitted without each workload, the band alone held 81 of 91),
+# rounded outward. Built on the first 57 rows (0.62-1.33), the range held 34 of the next 34.
+JOINT_FAST = 0.63
+JOINT_SLOW = 1.17
 # Two measurements of one un-profiled loop in one process (median of CUDA-event-timed steps vs the steady
 # back-to-back wall time, 24 workload x host runs of benchmarks/results/profiler_overhead, variant "none"): their
 # ratio's 5% and 95% quantiles (benchmarks/overhead_eval.py "band": 0.887, 1.237), rounded outward. A measured step

@@ -291,10 +291,11 @@ def _count_in_steps(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
 
 
 def python_event_count(events: Iterable[Any]) -> int:
-    """Number of python_function events (with_stack): a byte count on the raw document when ingest kept it."""
-    raw = getattr(events, "_raw", None)
-    if isinstance(raw, (bytes, bytearray)):
-        return raw.count(b'"python_function"')
+    """Number of python_function events (with_stack): a byte count on the document when ingest kept its bytes
+    (ingest.events.Events.text_count)."""
+    count = getattr(events, "text_count", None)
+    if count is not None:
+        return int(count(b'"python_function"'))
     return sum(1 for e in events if isinstance(e, dict) and e.get("cat") == S.CAT_PYTHON)
 
 

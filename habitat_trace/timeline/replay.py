@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest import tables
+from habitat_trace.ingest.trace import derived
 from habitat_trace.scale.prediction import Prediction
-from habitat_trace.timeline.cpuclock import CpuClock
-from habitat_trace.timeline.schedule import Breaks, schedule
+from habitat_trace.timeline.cpuclock import CpuClock, Deprofiled
+from habitat_trace.timeline.schedule import Breaks, Passes, layout, schedule
 
 NO_TIME = tables.NO_TIME  # the event has no ts (metadata, non-dict) or no dur (not an X event)
 
@@ -56,37 +58,122 @@ def cpu_map(t: np.ndarray, breaks: Breaks) -> np.ndarray:
 def replay(trace: Any, prediction: Prediction, clock: CpuClock | None = None) -> Timeline:
     """The target timeline; CPU times run on ``clock`` (the target host's, cpuclock.py; None: the origin's)."""
     clock = clock or CpuClock.identity()
+    fixed = derived(trace, _fixed)
     dur_new = np.asarray(prediction.dur_ns, dtype=np.int64)
     start, breaks = schedule(trace, dur_new, clock)
     end = start + dur_new
     old_ts, old_dur = trace.event_ts_ns, trace.event_dur_ns
-    timed = old_ts != NO_TIME
-    has_dur = old_dur != NO_TIME
     ts = np.full(len(old_ts), NO_TIME, dtype=np.int64)
     dur = np.full(len(old_ts), NO_TIME, dtype=np.int64)
-    ts[timed] = cpu_map(clock(old_ts[timed]), breaks)
-    dur[has_dur] = cpu_map(clock(old_ts[has_dur] + old_dur[has_dur]), breaks) - ts[has_dur]
-    ev = trace.gpu[S.EVENT].to_numpy()
-    ts[ev], dur[ev] = start, dur_new
-    _annotations(trace, start, end, ts, dur)
-    _gpu_flows(trace, start, end, ts)
+    ts[fixed.timed] = cpu_map(fixed.timed_ts.on(clock), breaks)
+    dur[fixed.has_dur] = cpu_map(fixed.dur_end.on(clock), breaks) - ts[fixed.has_dur]
+    ts[fixed.gpu_event], dur[fixed.gpu_event] = start, dur_new
+    annotations, f = derived(trace, _moves)
+    for a in annotations:
+        if old_ts[a.event] != NO_TIME:  # (a times_view keeps no annotation)
+            ts[a.event], dur[a.event] = a.span(start, end)
+    moved = start[f.row] + f.offset
+    ts[f.event] = np.where(f.inside, np.minimum(moved, end[f.row]), moved)
     return Timeline(ts, dur, old_ts, old_dur, start, end, breaks)
 
 
-def _annotations(trace: Any, start: np.ndarray, end: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> None:
-    """A gpu_user_annotation (one per stream track) spans the new extent of the GPU events that started
-    inside it on its track, with the origin's margins around them, shrunk in proportion where the gap
-    to the neighbouring GPU event shrank (so annotations that did not cross in the origin do not)."""
+def times_view(trace: Any, events: np.ndarray) -> Any:
+    """``trace`` (Tables) keeping the CPU times of ``events`` only: its replay maps those alone, each to the time a
+    replay of ``trace`` gives it (a CPU time's new time depends on the GPU rows and the blocking calls, which the view
+    keeps, not on the other events). The band's ends read the runtime calls' and the steps' times, a quarter of a
+    trace's events. Shares ``trace``'s layout and passes (schedule reads no event time)."""
+    keep = np.zeros(len(trace.event_ts_ns), dtype=bool)
+    keep[events] = True
+    return trace.with_times(np.where(keep, trace.event_ts_ns, NO_TIME), np.where(keep, trace.event_dur_ns, NO_TIME),
+                            (layout, Passes, _moves))
+
+
+@dataclass(frozen=True)
+class _Annotation:
+    """A gpu_user_annotation and the GPU rows that started inside it on its track (``rows``, in origin start order),
+    with the neighbours before and after them (-1: none) and the origin's margins and gaps."""
+
+    event: int
+    rows: np.ndarray
+    before: int
+    after: int
+    margin0: int  # origin: first row's start - the annotation's start
+    margin1: int  # origin: the annotation's end - the rows' latest end
+    gap0: int  # origin: first row's start - the previous row's end (unused without one)
+    gap1: int  # origin: the next row's start - the rows' latest end
+
+    def span(self, start: np.ndarray, end: np.ndarray) -> tuple[int, int]:
+        """(ts, dur) on the target: the rows' new extent, with the origin's margins around it, shrunk in proportion
+        where the gap to the neighbouring GPU event shrank (so annotations that did not cross in the origin do not)."""
+        first_new, last_new = int(start[self.rows].min()), int(end[self.rows].max())
+        before = (last_new - first_new, 0) if self.before < 0 else (self.gap0, first_new - int(end[self.before]))
+        after = (0, 0) if self.after < 0 else (self.gap1, int(start[self.after]) - last_new)
+        new0 = first_new - _margin(self.margin0, *before, open_end=self.before < 0)
+        new1 = last_new + _margin(self.margin1, *after, open_end=self.after < 0)
+        return new0, new1 - new0
+
+
+@dataclass(frozen=True)
+class _Flows:
+    """Flow events on a GPU track: the GPU row each moves with and its offset into it; ``inside`` when the row
+    contains it (it then stays inside the row's new span)."""
+
+    event: np.ndarray
+    row: np.ndarray
+    offset: np.ndarray
+    inside: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """What replay reads of a trace that no replay changes (built once per trace: Tables.derived)."""
+
+    timed: np.ndarray  # events with a ts, and their ts
+    timed_ts: Deprofiled
+    has_dur: np.ndarray  # events with a dur, and their origin end
+    dur_end: Deprofiled
+    gpu_event: np.ndarray
+
+
+def _fixed(trace: Any) -> _Fixed:
+    old_ts, old_dur = trace.event_ts_ns, trace.event_dur_ns
+    timed = np.flatnonzero(old_ts != NO_TIME)
+    has_dur = np.flatnonzero(old_dur != NO_TIME)
+    return _Fixed(timed, Deprofiled(old_ts[timed]), has_dur, Deprofiled(old_ts[has_dur] + old_dur[has_dur]),
+                  trace.gpu[S.EVENT].to_numpy())
+
+
+def _moves(trace: Any) -> tuple[list[_Annotation], _Flows]:
+    """The events that move with the GPU rows: gpu_user_annotations and flows on GPU tracks (from the tables alone,
+    not the event times: times_view shares them)."""
+    return _annotations(trace), _gpu_flows(trace)
+
+
+def _tracks(df: Any) -> tuple[np.ndarray, list[str]]:
+    """Track code per row and the tracks ("pid:tid", as a string: equal strings are one track), stringified once
+    per distinct (pid, tid)."""
+    pid, pids = pd.factorize(df[S.PID].to_numpy(dtype=object))
+    tid, tids = pd.factorize(df[S.TID].to_numpy(dtype=object))
+    pair, pairs = pd.factorize(pid.astype(np.int64) * max(len(tids), 1) + tid)
+    names = [f"{pids[k // max(len(tids), 1)]}:{tids[k % max(len(tids), 1)]}" for k in pairs.tolist()]
+    same, tracks = pd.factorize(np.array(names, dtype=object)) if names else (np.zeros(0, dtype=np.int64), [])
+    return np.asarray(same)[pair] if len(pair) else pair, [str(t) for t in tracks]
+
+
+def _annotations(trace: Any) -> list[_Annotation]:
+    """Each gpu_user_annotation (one per stream track) and the GPU events that started inside it on its track."""
     ann, gpu = trace.gpu_annotations, trace.gpu
     if len(ann) == 0:
-        return
-    track = (gpu[S.PID] + ":" + gpu[S.TID]).to_numpy()
-    atrack = (ann[S.PID] + ":" + ann[S.TID]).to_numpy()
+        return []
+    gcode, gtracks = _tracks(gpu)
+    acode, atracks = _tracks(ann)
+    by_track = {t: np.flatnonzero(gcode == k) for k, t in enumerate(gtracks)}
     old_start, old_end = gpu[S.TS].to_numpy(), gpu[S.END].to_numpy()
-    for key in np.unique(atrack):
-        rows = np.flatnonzero(track == key)
+    out = []
+    for key in sorted(set(atracks)):
+        rows = by_track.get(key, np.zeros(0, dtype=np.int64))
         rows = rows[np.argsort(old_start[rows], kind="stable")]
-        sel = ann[atrack == key]
+        sel = ann[acode == atracks.index(key)]
         a_ts, a_end = sel[S.TS].to_numpy(), (sel[S.TS] + sel[S.DUR]).to_numpy()
         lo = np.searchsorted(old_start[rows], a_ts, side="left")
         hi = np.searchsorted(old_start[rows], a_end, side="left")
@@ -95,15 +182,11 @@ def _annotations(trace: Any, start: np.ndarray, end: np.ndarray, ts: np.ndarray,
                 continue
             inside = rows[a:b]
             first_old, last_old = int(old_start[inside].min()), int(old_end[inside].max())
-            first_new, last_new = int(start[inside].min()), int(end[inside].max())
-            before = (last_new - first_new, 0) if a == 0 else \
-                (first_old - int(old_end[rows[a - 1]]), first_new - int(end[rows[a - 1]]))
-            after = (0, 0) if b == len(rows) else (int(old_start[rows[b]]) - last_old, int(start[rows[b]]) - last_new)
-            new0 = first_new - _margin(first_old - t0, *before, open_end=a == 0)
-            new1 = last_new + _margin(t1 - last_old, *after, open_end=b == len(rows))
-            ts[ev], dur[ev] = new0, new1 - new0
-
-
+            before, after = (int(rows[a - 1]) if a else -1), (int(rows[b]) if b < len(rows) else -1)
+            gap0 = first_old - int(old_end[before]) if before >= 0 else 0
+            gap1 = int(old_start[after]) - last_old if after >= 0 else 0
+            out.append(_Annotation(ev, inside, before, after, first_old - t0, t1 - last_old, gap0, gap1))
+    return out
 def _margin(margin: int, old_gap: int, new_gap: int, open_end: bool) -> int:
     """The origin's margin, scaled down by new_gap / old_gap when the gap to the neighbour shrank."""
     margin = max(margin, 0)
@@ -112,27 +195,30 @@ def _margin(margin: int, old_gap: int, new_gap: int, open_end: bool) -> int:
     return margin * max(new_gap, 0) // old_gap if old_gap > 0 else 0
 
 
-def _gpu_flows(trace: Any, start: np.ndarray, end: np.ndarray, ts: np.ndarray) -> None:
+def _gpu_flows(trace: Any) -> _Flows:
     """Flow events on a GPU track keep their offset into the GPU event that contains them."""
     flows, gpu = trace.flows, trace.gpu
-    if len(flows) == 0 or len(gpu) == 0:
-        return
-    track = (gpu[S.PID] + ":" + gpu[S.TID]).to_numpy()
-    ftrack = (flows[S.PID] + ":" + flows[S.TID]).to_numpy()
-    old = gpu[S.TS].to_numpy()
-    for key in np.intersect1d(np.unique(ftrack), np.unique(track)):
-        rows = np.flatnonzero(track == key)
-        rows = rows[np.argsort(old[rows], kind="stable")]
-        fsel = np.flatnonzero(ftrack == key)
-        fts = flows[S.TS].to_numpy()[fsel]
-        pos = np.searchsorted(old[rows], fts, side="right") - 1
-        r = rows[np.maximum(pos, 0)]
-        inside = (pos >= 0) & (fts <= gpu[S.END].to_numpy()[r])
-        new = np.minimum(start[r] + (fts - old[r]), end[r])
-        # between two GPU events of the track (an event ingest dropped, a user annotation): move with the GPU event
-        # before it, whose timeline it is on (the CPU map moves CPU time, which no longer runs in step with it)
-        after = (pos >= 0) & ~inside
-        new = np.where(after, start[r] + (fts - old[r]), new)
-        events = flows[S.EVENT].to_numpy()[fsel]
-        ok = inside | after  # the rest come before the track's first GPU event: the CPU map
-        ts[events[ok]] = new[ok]
+    parts: list[tuple[np.ndarray, ...]] = []
+    if len(flows) and len(gpu):
+        gcode, gtracks = _tracks(gpu)
+        fcode, ftracks = _tracks(flows)
+        old, old_end = gpu[S.TS].to_numpy(), gpu[S.END].to_numpy()
+        fts_all, fev = flows[S.TS].to_numpy(), flows[S.EVENT].to_numpy()
+        gindex = {t: k for k, t in enumerate(gtracks)}
+        for key in sorted(set(ftracks) & set(gtracks)):
+            rows = np.flatnonzero(gcode == gindex[key])
+            rows = rows[np.argsort(old[rows], kind="stable")]
+            fsel = np.flatnonzero(fcode == ftracks.index(key))
+            fts = fts_all[fsel]
+            pos = np.searchsorted(old[rows], fts, side="right") - 1
+            r = rows[np.maximum(pos, 0)]
+            inside = (pos >= 0) & (fts <= old_end[r])
+            # between two GPU events of the track (an event ingest dropped, a user annotation): move with the GPU
+            # event before it, whose timeline it is on (the CPU map moves CPU time, which no longer runs in step
+            # with it); the rest come before the track's first GPU event: the CPU map
+            ok = pos >= 0
+            parts.append((fev[fsel][ok], r[ok], (fts - old[r])[ok], inside[ok]))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return _Flows(empty, empty, empty, np.zeros(0, dtype=bool))
+    return _Flows(*(np.concatenate(c) for c in zip(*parts)))

@@ -27,8 +27,9 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.ingest import schema as S
+from habitat_trace.ingest.trace import derived
 from habitat_trace.timeline import links
-from habitat_trace.timeline.cpuclock import CpuClock
+from habitat_trace.timeline.cpuclock import CpuClock, Deprofiled
 
 
 @dataclass(frozen=True)
@@ -91,11 +92,39 @@ def _previous_on_stream(code: np.ndarray, order: np.ndarray) -> np.ndarray:
     return prev
 
 
-def schedule(trace: Any, dur_new: np.ndarray, clock: CpuClock | None = None,
-             end_floor: np.ndarray | None = None) -> tuple[np.ndarray, Breaks]:
-    """New start (ns) of every GPU row and the CPU breakpoints (on ``clock``'s time: CpuClock.identity() when
-    None); ``end_floor``: per GPU row, a new end it cannot end before (a collective held until the last rank has
-    joined, timeline/joint.py; NO_FLOOR where none): the row lasts max(its duration, floor - its new start)."""
+@dataclass(frozen=True)
+class Layout:
+    """What the pass reads of a trace that no replay changes (its durations, host clock and floors do): GPU rows in
+    origin start order with their stream, launch, latencies, gaps and dependencies, the blocking calls in origin
+    end order with what each awaits. Built once per trace (Tables.derived) and shared by every replay; arrays (a
+    pass makes its lists: Python ints cost 4x the memory)."""
+
+    order: np.ndarray  # GPU rows in origin start order
+    code: np.ndarray  # per GPU row: stream code
+    streams: int
+    ts: np.ndarray  # per GPU row: origin start and end
+    end: np.ndarray
+    launch: np.ndarray  # per GPU row: launch call row, < 0 without one
+    lat: np.ndarray
+    gap: np.ndarray
+    dep_gap: np.ndarray
+    deps: dict[int, list[int]]
+    waits: list[links.SyncWait]  # blocking calls, by (origin end, call)
+    wait_end: list[int]  # their origin ends
+    wait_origin: dict[int, tuple[int, int]]  # blocking call -> its origin start and end
+    call_ts_ns: np.ndarray  # per call: origin start and end
+    call_end_ns: np.ndarray
+    by_end: np.ndarray  # GPU rows by (origin end, row)
+    launch_rows: np.ndarray  # GPU rows with a launch call, their call, latency and blocking calls applied before
+    launch_call: np.ndarray
+    launch_lat: np.ndarray
+    launch_applied: np.ndarray
+    launch_end: Deprofiled  # the launch calls' origin ends
+    wait_times: Deprofiled  # the blocking calls' origin starts, then their ends (``waits`` order)
+
+
+def layout(trace: Any) -> Layout:
+    """The trace's Layout (module doc: the latencies, gaps and dependencies are origin facts)."""
     gpu, calls = trace.gpu, trace.calls
     code, codes = links.stream_codes(gpu)
     ts = gpu[S.TS].to_numpy()
@@ -113,8 +142,34 @@ def schedule(trace: Any, dur_new: np.ndarray, clock: CpuClock | None = None,
     launch = gpu[S.LAUNCH].to_numpy()
     lend = np.where(launch >= 0, calls[S.END].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
     dep_gap = np.where((dep_end > np.iinfo(np.int64).min) & ((launch < 0) | (lend <= dep_end)), ts - dep_end, 0)
-    return _run(trace, dur_new, code, order, lat, gap, dep_gap, waits, deps, clock or CpuClock.identity(),
-                end_floor)
+    call_ts, call_end = calls[S.TS].to_numpy(), calls[S.END].to_numpy()
+    waits = sorted(waits, key=lambda w: (int(call_end[w.call]), w.call))
+    wait_origin = {w.call: (int(call_ts[w.call]), int(call_end[w.call])) for w in waits}
+    wait_end = [wait_origin[w.call][1] for w in waits]
+    rows = np.flatnonzero(launch >= 0)
+    # _run applies a blocking call before the first row that starts after it ends
+    applied = np.searchsorted(np.array(wait_end, dtype=np.int64), ts[rows], side="left")
+    return Layout(order, code, len(codes), ts, end, launch, lat, gap, dep_gap, deps, waits, wait_end, wait_origin,
+                  call_ts, call_end, np.lexsort((np.arange(len(gpu)), end)), rows, launch[rows], lat[rows], applied,
+                  Deprofiled(call_end[launch[rows]] if len(calls) else np.zeros(0, dtype=np.int64)),
+                  Deprofiled(np.array([wait_origin[w.call][i] for i in (0, 1) for w in waits], dtype=np.int64)))
+
+
+def schedule(trace: Any, dur_new: np.ndarray, clock: CpuClock | None = None,
+             end_floor: np.ndarray | None = None) -> tuple[np.ndarray, Breaks]:
+    """New start (ns) of every GPU row and the CPU breakpoints (on ``clock``'s time: CpuClock.identity() when
+    None); ``end_floor``: per GPU row, a new end it cannot end before (a collective held until the last rank has
+    joined, timeline/joint.py; NO_FLOOR where none): the row lasts max(its duration, floor - its new start)."""
+    lay, passes = derived(trace, layout), derived(trace, Passes)
+    clock = clock or CpuClock.identity()
+    dur = np.asarray(dur_new, dtype=np.int64)
+    for ref in passes.like(dur, end_floor):
+        carried = _carry(lay, ref, clock)
+        if carried is not None:
+            return carried
+    start, breaks, ref = _run(lay, dur, clock, end_floor)
+    passes.add(ref)
+    return start, breaks
 
 
 def _dependencies(trace: Any, linker: links.Linker) -> dict[int, list[int]]:
@@ -129,115 +184,221 @@ def _dependencies(trace: Any, linker: links.Linker) -> dict[int, list[int]]:
 
 
 NO_FLOOR = np.iinfo(np.int64).min  # end_floor's "no floor"
+_NEVER = -(1 << 62)  # the earliest start of a launched row that is first on its stream
 
 
 class _Pass:
-    """State of the one pass: new GPU times so far, per-stream progress, and the CPU breakpoints."""
+    """State of the one pass: the layout's lists, new GPU times so far, per-stream progress, and the CPU
+    breakpoints. ``_run`` places the GPU rows itself (the hot loop); this applies the blocking calls between them."""
 
-    def __init__(self, trace: Any, dur_new: np.ndarray, code: np.ndarray, lat: np.ndarray, gap: np.ndarray,
-                 dep_gap: np.ndarray, deps: dict[int, list[int]], clock: CpuClock,
-                 end_floor: np.ndarray | None = None) -> None:
-        gpu, calls = trace.gpu, trace.calls
-        self.ts, self.end = gpu[S.TS].tolist(), gpu[S.END].tolist()
-        self.launch, self.lat, self.gap = gpu[S.LAUNCH].tolist(), lat.tolist(), gap.tolist()
-        self.dep_gap, self.deps = dep_gap.tolist(), deps
-        self.code, self.dur = code.tolist(), np.asarray(dur_new, dtype=np.int64).tolist()
-        held = np.flatnonzero(end_floor > NO_FLOOR) if end_floor is not None else np.zeros(0, dtype=np.int64)
-        self.floor = dict(zip(held.tolist(), np.asarray(end_floor)[held].tolist())) if len(held) else {}
-        self.call_ts0, self.call_end0 = calls[S.TS].tolist(), calls[S.END].tolist()  # origin
+    def __init__(self, lay: Layout, clock: CpuClock) -> None:
+        self.lay = lay
+        self.code, self.ts, self.launch = lay.code.tolist(), lay.ts.tolist(), lay.launch.tolist()
+        self.lat, self.gap, self.dep_gap = lay.lat.tolist(), lay.gap.tolist(), lay.dep_gap.tolist()
         if clock.is_identity:
-            self.call_ts, self.call_end = self.call_ts0, self.call_end0
+            self.call_ts, self.call_end = lay.call_ts_ns.tolist(), lay.call_end_ns.tolist()
         else:  # on the target host's clock
-            self.call_ts = clock(calls[S.TS].to_numpy()).tolist()
-            self.call_end = clock(calls[S.END].to_numpy()).tolist()
-        self.by_end = sorted(range(len(self.ts)), key=lambda r: (self.end[r], r))
+            self.call_ts, self.call_end = clock(lay.call_ts_ns).tolist(), clock(lay.call_end_ns).tolist()
+        n = len(lay.ts)
+        self.start: list[int | None] = [None] * n
+        self.new_end = [0] * n
+        self.by_end = lay.by_end.tolist()
+        self.by_end_end = lay.end[lay.by_end].tolist()
         self.done_i = 0
-        self.start: list[int | None] = [None] * len(self.ts)
-        self.new_end = [0] * len(self.ts)
-        self.last_start: dict[int, int] = {}
-        self.last_end: dict[int, int] = {}  # per stream: latest new end so far
-        self.done_new: dict[int, int] = {}  # per stream: max new end of rows that ended (origin) by now
-        self.done_old: dict[int, int] = {}
+        self.done_new: list[int | None] = [None] * lay.streams  # per stream: max new end of rows that ended (origin)
+        self.done_old: list[int | None] = [None] * lay.streams
+        self.any_done = False
         self.b_ws: list[int] = []
         self.b_te: list[int] = []
         self.b_new: list[int] = []
         self.b_shift: list[int] = []
-
-    def place(self, r: int) -> None:
-        """New start of GPU row ``r``: the latest of its launch, stream and dependency constraints."""
-        c, call = self.code[r], self.launch[r]
-        if c in self.last_end:
-            lo = max(self.last_start[c], self.last_end[c] + self.gap[r])
-        else:  # first on its stream: a kernel queued before the window keeps its start
-            lo = self.ts[r] if call < 0 else -(1 << 62)
-        if call >= 0:
-            le = self.call_end[call]
-            k = bisect_right(self.b_te, le)
-            lo = max(lo, le + (self.b_shift[k - 1] if k else 0) + self.lat[r])
-        for a in self.deps.get(r, ()):
-            if self.start[a] is not None:
-                lo = max(lo, self.new_end[a] + self.dep_gap[r])
-        end = max(lo + self.dur[r], self.floor[r]) if r in self.floor else lo + self.dur[r]
-        self.start[r], self.new_end[r] = lo, end
-        self.last_start[c], self.last_end[c] = lo, max(self.last_end.get(c, lo), end)
+        self.awaited: list[tuple[int, int] | None] = []  # per blocking call applied: what it awaited
 
     def _advance(self, t: int) -> None:
         """Mark rows whose origin end is <= t as done (what a wait ending at t could have awaited)."""
-        while self.done_i < len(self.by_end) and self.end[self.by_end[self.done_i]] <= t:
-            r = self.by_end[self.done_i]
-            c = self.code[r]
-            self.done_new[c] = max(self.done_new.get(c, self.new_end[r]), self.new_end[r])
-            self.done_old[c] = max(self.done_old.get(c, self.end[r]), self.end[r])
-            self.done_i += 1
+        i = self.done_i
+        by_end, by_end_end, code, new_end = self.by_end, self.by_end_end, self.code, self.new_end
+        done_new, done_old = self.done_new, self.done_old
+        while i < len(by_end) and by_end_end[i] <= t:
+            r = by_end[i]
+            c, ne, oe = code[r], new_end[r], by_end_end[i]
+            if done_new[c] is None or ne > done_new[c]:
+                done_new[c] = ne
+            if done_old[c] is None or oe > done_old[c]:
+                done_old[c] = oe
+            self.any_done = True
+            i += 1
+        self.done_i = i
 
     def _awaited(self, w: links.SyncWait) -> tuple[int, int] | None:
         """(new end, origin end) of the GPU work ``w`` waits for, None when nothing is known."""
         if w.row >= 0 and self.start[w.row] is not None:
-            return self.new_end[w.row], self.end[w.row]
-        if w.stream == links.ALL and self.done_new:
-            return max(self.done_new.values()), max(self.done_old.values())
-        if w.stream in self.done_new:
-            return self.done_new[w.stream], self.done_old[w.stream]
+            return self.new_end[w.row], int(self.lay.end[w.row])
+        if w.stream == links.ALL and self.any_done:
+            return (max(v for v in self.done_new if v is not None),
+                    max(v for v in self.done_old if v is not None))
+        if w.stream >= 0 and self.done_new[w.stream] is not None:
+            return self.done_new[w.stream], self.done_old[w.stream]  # type: ignore[return-value]
         return None
 
     def wait(self, w: links.SyncWait) -> None:
         """New end of blocking call ``w``: a new CPU map breakpoint."""
-        ts, te = self.call_ts[w.call], self.call_end[w.call]  # host clock
-        ts0, te0 = self.call_ts0[w.call], self.call_end0[w.call]  # origin: what the GPU had done by then
-        self._advance(te0)
-        ws = max(ts, self.b_te[-1]) if self.b_te else ts
-        shift = self.b_shift[-1] if self.b_shift else 0
-        new_start = ts + shift
-        end = new_start + (te - ts)
+        self._advance(self.lay.wait_origin[w.call][1])
         awaited = self._awaited(w)
-        if awaited is not None:
-            aw_new, aw_old = awaited
-            wait_old = min(max(aw_old - ts0, 0), te0 - ts0)
-            end = max(new_start + max((te - ts) - wait_old, 0), aw_new + te0 - max(ts0, aw_old))
-        end = max(end, ws + shift)  # overlapping waits (two threads): keep the CPU map monotone
-        self.b_ws.append(ws)
-        self.b_te.append(te)
-        self.b_new.append(end)
-        self.b_shift.append(end - te)
+        self.awaited.append(awaited)
+        _break(self, w.call, awaited)
 
     def breaks(self) -> Breaks:
         return Breaks(np.array(self.b_ws, dtype=np.int64), np.array(self.b_te, dtype=np.int64),
                       np.array(self.b_new, dtype=np.int64))
 
 
-def _run(trace: Any, dur_new: np.ndarray, code: np.ndarray, order: np.ndarray, lat: np.ndarray, gap: np.ndarray,
-         dep_gap: np.ndarray, waits: list[links.SyncWait], deps: dict[int, list[int]],
-         clock: CpuClock, end_floor: np.ndarray | None = None) -> tuple[np.ndarray, Breaks]:
-    """GPU rows in origin start order; a wait is applied before the first GPU row that starts after
-    it ends (on equal times the GPU row first: the wait may have awaited it)."""
-    run = _Pass(trace, dur_new, code, lat, gap, dep_gap, deps, clock, end_floor)
-    waits = sorted(waits, key=lambda w: (run.call_end0[w.call], w.call))
-    w_i = 0
-    for r in order.tolist():
-        while w_i < len(waits) and run.call_end0[waits[w_i].call] < run.ts[r]:
+def _break(b: Any, call: int, awaited: tuple[int, int] | None) -> None:
+    """Append blocking call ``call``'s breakpoint to ``b`` (b_ws, b_te, b_new, b_shift; call_ts, call_end on the host
+    clock; lay): it ends at its new start + its pure CPU time, or when the awaited GPU work (new end, origin end) ends
+    + the origin's return latency."""
+    ts, te = b.call_ts[call], b.call_end[call]  # host clock
+    ts0, te0 = b.lay.wait_origin[call]  # origin: what the GPU had done by then
+    ws = max(ts, b.b_te[-1]) if b.b_te else ts
+    shift = b.b_shift[-1] if b.b_shift else 0
+    new_start = ts + shift
+    end = new_start + (te - ts)
+    if awaited is not None:
+        aw_new, aw_old = awaited
+        wait_old = min(max(aw_old - ts0, 0), te0 - ts0)
+        end = max(new_start + max((te - ts) - wait_old, 0), aw_new + te0 - max(ts0, aw_old))
+    end = max(end, ws + shift)  # overlapping waits (two threads): keep the CPU map monotone
+    b.b_ws.append(ws)
+    b.b_te.append(te)
+    b.b_new.append(end)
+    b.b_shift.append(end - te)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A full pass: its durations and floors, the GPU starts, each row's start before its launch counted (its stream
+    and dependencies; _NEVER for a launched row first on its stream) and what each blocking call awaited."""
+
+    dur: np.ndarray
+    end_floor: np.ndarray | None
+    start: np.ndarray
+    other: np.ndarray
+    awaited: list[tuple[int, int] | None]
+
+
+class Passes:
+    """The last MAX_REFERENCES full passes of a trace (Tables.derived). A replay on another host clock (the band's
+    ends, a launch-queue round) usually moves launches without moving the GPU: ``_carry`` proves that it does not
+    and then skips the pass."""
+
+    MAX_REFERENCES = 4  # a target's central, fast and slow clocks, and the origin's
+
+    def __init__(self, trace: Any) -> None:
+        self.refs: list[Reference] = []
+
+    def like(self, dur: np.ndarray, end_floor: np.ndarray | None) -> list[Reference]:
+        """The passes run with these durations and floors, latest first."""
+        return [r for r in reversed(self.refs) if np.array_equal(r.dur, dur) and
+                (r.end_floor is None if end_floor is None else
+                 r.end_floor is not None and np.array_equal(r.end_floor, end_floor))]
+
+    def add(self, ref: Reference) -> None:
+        self.refs = (self.refs + [ref])[-self.MAX_REFERENCES:]
+
+
+class _Carried:
+    """The breakpoints of a pass on a new host clock whose GPU rows start as in a reference pass (_break's state: the
+    blocking calls' times on that clock)."""
+
+    def __init__(self, lay: Layout, clock: CpuClock) -> None:
+        self.lay = lay
+        calls, times = [w.call for w in lay.waits], lay.wait_times.on(clock).tolist()
+        self.call_ts, self.call_end = dict(zip(calls, times[:len(calls)])), dict(zip(calls, times[len(calls):]))
+        self.b_ws: list[int] = []
+        self.b_te: list[int] = []
+        self.b_new: list[int] = []
+        self.b_shift: list[int] = []
+
+
+def _carry(lay: Layout, ref: Reference, clock: CpuClock) -> tuple[np.ndarray, Breaks] | None:
+    """The pass on ``clock`` when every GPU row starts as in ``ref`` (None when one does not). By induction over the
+    rows in pass order: while the rows before a row start as in ``ref``, its stream and dependency terms are ref's
+    (``other``), every blocking call applied before it awaited what it awaited in ``ref`` (so its breakpoint on this
+    clock follows from _break), hence its launch term is known; if max(other, launch term) is ref's start for every
+    row, the pass would place every row as ``ref`` did, and its breakpoints are these."""
+    b = _Carried(lay, clock)
+    for w, awaited in zip(lay.waits, ref.awaited):
+        _break(b, w.call, awaited)
+    start = ref.other.copy()
+    if len(lay.launch_rows):
+        le = lay.launch_end.on(clock)
+        b_te, b_shift = np.array(b.b_te, dtype=np.int64), np.array(b.b_shift, dtype=np.int64)
+        k = np.minimum(np.searchsorted(b_te, le, side="right"), lay.launch_applied)
+        shift = np.where(k > 0, b_shift[np.maximum(k - 1, 0)] if len(b_shift) else 0, 0)
+        start[lay.launch_rows] = np.maximum(start[lay.launch_rows], le + shift + lay.launch_lat)
+    if not np.array_equal(start, ref.start):
+        return None
+    return start, Breaks(np.array(b.b_ws, dtype=np.int64), np.array(b.b_te, dtype=np.int64),
+                         np.array(b.b_new, dtype=np.int64))
+
+
+def _run(lay: Layout, dur_new: np.ndarray, clock: CpuClock,
+         end_floor: np.ndarray | None = None) -> tuple[np.ndarray, Breaks, Reference]:
+    """GPU rows in origin start order; a wait is applied before the first GPU row that starts after it ends (on
+    equal times the GPU row first: the wait may have awaited it). A row starts at the latest of its stream's
+    progress (the previous start; the stream's latest end + the row's gap), its launch call's new end + its latency
+    and the new ends of the work it depends on (+ its dependency gap); a row first on its stream keeps its start
+    when nothing launched it. It ends at start + duration, or at its floor when that is later."""
+    run = _Pass(lay, clock)
+    dur = dur_new.tolist()
+    held = np.flatnonzero(end_floor > NO_FLOOR) if end_floor is not None else np.zeros(0, dtype=np.int64)
+    floor = dict(zip(held.tolist(), np.asarray(end_floor)[held].tolist())) if len(held) else {}
+    code, launch, ts, lat, gap, dep_gap = run.code, run.launch, run.ts, run.lat, run.gap, run.dep_gap
+    deps, waits, wait_end = lay.deps, lay.waits, lay.wait_end
+    start, new_end, call_end = run.start, run.new_end, run.call_end
+    b_te, b_shift = run.b_te, run.b_shift
+    seen = [False] * lay.streams
+    last_start, last_end = [0] * lay.streams, [0] * lay.streams
+    other = [0] * len(ts)
+    w_i, n_waits = 0, len(waits)
+    for r in lay.order.tolist():
+        while w_i < n_waits and wait_end[w_i] < ts[r]:
             run.wait(waits[w_i])
             w_i += 1
-        run.place(r)
+        c, call = code[r], launch[r]
+        if seen[c]:
+            lo = last_start[c]
+            x = last_end[c] + gap[r]
+            if x > lo:
+                lo = x
+        else:  # first on its stream: a kernel queued before the window keeps its start
+            lo = ts[r] if call < 0 else _NEVER
+        if r in deps:
+            for a in deps[r]:
+                if start[a] is not None:
+                    x = new_end[a] + dep_gap[r]
+                    if x > lo:
+                        lo = x
+        other[r] = lo
+        if call >= 0:
+            le = call_end[call]
+            k = bisect_right(b_te, le) if b_te else 0
+            x = le + (b_shift[k - 1] if k else 0) + lat[r]
+            if x > lo:
+                lo = x
+        end = lo + dur[r]
+        if floor and r in floor and floor[r] > end:
+            end = floor[r]
+        start[r], new_end[r] = lo, end
+        last_start[c] = lo
+        if not seen[c]:
+            seen[c], last_end[c] = True, max(lo, end)
+        elif end > last_end[c]:
+            last_end[c] = end
     for w in waits[w_i:]:
         run.wait(w)
-    return np.array(run.start, dtype=np.int64), run.breaks()
+    starts = np.array(start, dtype=np.int64)
+    # copies: callers change their duration and floor arrays between passes (joint._settle)
+    floors = None if end_floor is None else np.array(end_floor, dtype=np.int64)
+    return starts, run.breaks(), Reference(dur_new.copy(), floors, starts.copy(), np.array(other, dtype=np.int64),
+                                           run.awaited)

@@ -35,15 +35,17 @@ def step_figures(steps: pd.DataFrame, gpu: pd.DataFrame) -> StepFigures:
         keys = [(S.NONE, -1, int(end.max() - start.min()) if len(gpu) else 0)]
         step_col = np.full(len(gpu), S.NONE)
     else:
-        keys = [(i, int(steps[S.STEP_NUMBER].iat[i]), int(steps[S.DUR].iat[i])) for i in range(len(steps))]
+        keys = list(zip(range(len(steps)), steps[S.STEP_NUMBER].tolist(), steps[S.DUR].tolist()))
+    by_step = np.argsort(step_col, kind="stable")  # each step's GPU rows in row order, found by bisection
+    sorted_steps = step_col[by_step]
     for row, number, cpu in keys:
-        m = step_col == row
+        m = by_step[np.searchsorted(sorted_steps, row, "left"):np.searchsorted(sorted_steps, row, "right")]
         s, e = start[m], end[m]
         rows.append({
-            "step": row, "number": number, "cpu_ns": cpu,
+            "step": row, "number": int(number), "cpu_ns": int(cpu),
             "gpu_busy_ns": union_length(s, e),
-            "gpu_span_ns": int(e.max() - s.min()) if m.any() else 0,
-            "kernels": int(m.sum()),
+            "gpu_span_ns": int(e.max() - s.min()) if len(m) else 0,
+            "kernels": len(m),
         })
     return StepFigures(pd.DataFrame(rows))
 
@@ -51,7 +53,8 @@ def step_figures(steps: pd.DataFrame, gpu: pd.DataFrame) -> StepFigures:
 def replayed_step_figures(trace: Any, timeline: Timeline) -> StepFigures:
     """Per-step figures on the target: GPU events at their replayed times, ProfilerStep spans (CPU step
     time) as replayed."""
-    gpu = trace.gpu.assign(**{S.TS: timeline.gpu_start_ns, S.END: timeline.gpu_end_ns})
+    # the columns step_figures reads (a copy of the whole GPU table cost more than the figures)
+    gpu = pd.DataFrame({S.TS: timeline.gpu_start_ns, S.END: timeline.gpu_end_ns, S.STEP: trace.gpu[S.STEP].to_numpy()})
     steps = trace.steps
     if len(steps):
         rows = steps[S.EVENT].to_numpy()
