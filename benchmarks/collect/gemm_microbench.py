@@ -1,6 +1,7 @@
 """GEMM / bmm / linear microbenchmark for the learned kernel model (issue 6). Run on a GPU machine:
 
     python benchmarks/collect/gemm_microbench.py --out DIR [--sms N] [--budget-s 220] [--dtypes fp32,tf32,bf16,fp16,fp8]
+                                                 [--shapes CSV]
 
 Times each (op, dtype, B, M, N, K) with CUDA events (median of repeats after warm-up), and profiles one call with
 torch.profiler for the kernel names and grids/blocks. Writes DIR/gemm_<gpu>[_smN].csv in the NeuSight column
@@ -8,6 +9,8 @@ layout (OPName, Latency [ms], Device, ..., B, M, N, K) plus DType and SMs, and D
 inside a green context of N SMs exactly as ../shared/tools/collect_traces.py does. Shapes come from real models
 (GPT-2/LLaMA/BERT projections and MLPs, attention bmm, ResNet-style im2col GEMMs) at several token counts, plus a
 seeded log-uniform sample; the run stops when ``--budget-s`` is spent (default keeps it under ~4 minutes).
+``--shapes CSV`` (columns op, b, m, n, k) times those shapes instead, in file order: NeuSight's public FP32 shapes
+(benchmarks/crossarch/neusight_shapes.csv) give their per-kernel set a GPU it does not have (issue 32).
 """
 from __future__ import annotations
 
@@ -124,6 +127,7 @@ def main() -> None:
     ap.add_argument("--random", type=int, default=400, help="extra log-uniform shapes")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shapes", help="CSV of op,b,m,n,k to time instead of the built-in shapes")
     a = ap.parse_args()
     stream_ctx = None
     if a.sms:
@@ -143,8 +147,12 @@ def main() -> None:
     dtypes = [d for d in a.dtypes.split(",") if d]
     if "fp8" in dtypes and (DTYPES["fp8"] is None or not hasattr(torch, "_scaled_mm") or p.major < 9):
         dtypes.remove("fp8")
-    shapes = model_shapes() + random_shapes(a.random, a.seed)
-    random.Random(a.seed).shuffle(shapes)  # so a budget cut leaves an unbiased sample
+    if a.shapes:
+        with open(a.shapes) as fh:
+            shapes = [(r["op"], int(r["b"]), int(r["m"]), int(r["n"]), int(r["k"])) for r in csv.DictReader(fh)]
+    else:
+        shapes = model_shapes() + random_shapes(a.random, a.seed)
+        random.Random(a.seed).shuffle(shapes)  # so a budget cut leaves an unbiased sample
     suffix = f"_sm{a.sms}" if a.sms else ""
     path = os.path.join(a.out, f"gemm_{p.name.replace(' ', '_')}{suffix}.csv")
     done = 0

@@ -4,10 +4,9 @@
 
 For every Linear / Conv1D module and attention matmul of shared/data/neusight-e2e/perop/<GPU>/<workload>.csv.gz
 (one transformer layer plus embeddings and head; forward, and backward as the two GEMMs dgrad + wgrad of a linear
-layer), the time-weighted |error| of
-- direct:  D_t, the GEMM at the target's sustained rate with last-wave quantization (crossarch.achievable_ns);
-- ratio:   T_H100 · D_t / D_H100, NeuSight's own H100 per-op label carried by the ratio.
-A check of the law's inputs, not a fit: nothing here feeds the catalog.
+layer), the time-weighted |error| of the cross-chip law (crossarch.predict_ns with the engine's roofline floor, as
+gemm_kernels.law_ns) from NeuSight's own H100 per-op label of the node (split over its GEMMs by FLOPs): the law
+from an H100 with the same software on both sides. A check, not a fit: nothing here feeds the catalog.
 """
 from __future__ import annotations
 
@@ -22,8 +21,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from habitat_trace.scale import crossarch  # noqa: E402
 from habitat_trace.scale.specs import load_catalog  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gemm_kernels import law_ns  # noqa: E402
 
 DEV = {"Tesla_V100-PCIE-32GB": "V100 PCIe 32GB", "Tesla_T4": "T4", "Tesla_P100-PCIE-16GB": "P100 PCIe 16GB",
        "Tesla_P4": "P4"}
@@ -52,12 +53,20 @@ def gemms(d: pd.DataFrame) -> list[tuple[str, str, list[tuple[int, int, int, int
     return out
 
 
-def model_ms(parts, spec) -> float:
-    total = 0.0
-    for b, m, n, k in parts:
-        flops, nbytes = 2.0 * b * m * n * k, 4.0 * b * (m * k + k * n + m * n)
-        total += float(crossarch.achievable_ns(flops, nbytes, b, m, n, spec)) / 1e6
-    return total
+def node_rows(folder: Path, dev: str) -> pd.DataFrame:
+    """One row per GEMM of each labelled node on ``dev``, with NeuSight's H100 label of the node split over its GEMMs
+    by FLOPs as the origin time."""
+    rows = []
+    for path in sorted((folder / dev).glob("*.csv.gz")):
+        ref = {(n, p): ms for n, p, _, ms in gemms(pd.read_csv(folder / H100[0] / path.name))}
+        for node, pas, parts, ms in gemms(pd.read_csv(path)):
+            if ms <= 0 or (node, pas) not in ref:
+                continue
+            flops = np.array([2.0 * b * m * n * k for b, m, n, k in parts])
+            for (b, m, n, k), f in zip(parts, flops):
+                rows.append({"node": (path.name, node, pas), "b": b, "m": m, "n": n, "k": k, "label_ms": ms,
+                             "t_origin_ms": ref[(node, pas)] * f / flops.sum()})
+    return pd.DataFrame(rows)
 
 
 def main() -> None:
@@ -67,21 +76,15 @@ def main() -> None:
     catalog = load_catalog()
     folder = a.shared / "data" / "neusight-e2e" / "perop"
     h100 = catalog.resolve(H100[1])
-    print("| GPU | GEMM nodes | label ms | direct error (time-weighted) | ratio error (time-weighted) |")
+    print("| GPU | GEMM nodes | label ms | law error (time-weighted) | law bias |")
     print("|---|---:|---:|---:|---:|")
     for dev, name in DEV.items():
-        spec = catalog.resolve(name)
-        lab = dirs = rats = 0.0
-        count = 0
-        for path in sorted((folder / dev).glob("*.csv.gz")):
-            ref = {(n, p): ms for n, p, _, ms in gemms(pd.read_csv(folder / H100[0] / path.name))}
-            for node, pas, parts, ms in gemms(pd.read_csv(path)):
-                if ms <= 0 or (node, pas) not in ref:
-                    continue
-                direct = model_ms(parts, spec)
-                ratio = ref[(node, pas)] * direct / model_ms(parts, h100)
-                lab, dirs, rats, count = lab + ms, dirs + abs(direct - ms), rats + abs(ratio - ms), count + 1
-        print(f"| {name} | {count} | {lab:.1f} | {100 * dirs / lab:.1f}% | {100 * rats / lab:.1f}% |")
+        q = node_rows(folder, dev)
+        q["pred_ms"] = law_ns(q, h100, catalog.resolve(name)) / 1e6
+        g = q.groupby("node").agg(pred=("pred_ms", "sum"), label=("label_ms", "first"))
+        err = (g["pred"] - g["label"]).abs().sum() / g["label"].sum()
+        print(f"| {name} | {len(g)} | {g['label'].sum():.1f} | {100 * err:.1f}% | "
+              f"{100 * (g['pred'].sum() / g['label'].sum() - 1):+.1f}% |")
 
 
 if __name__ == "__main__":

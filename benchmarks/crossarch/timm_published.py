@@ -217,8 +217,10 @@ def main() -> None:
           "rows; evidence at the end).\n", table(m[~m["other_program"]], ["origin", "gpu"]),
           "## Per origin and GPU, every dev row\n", table(m, ["origin", "gpu"]),
           "## Per model family (all origins and GPUs, without the other-program rows)\n",
-          table(m[~m["other_program"]], ["family"]),
-          "## Origin invariance (the same model and GPU from an H200 trace over an H100 trace)\n", invariance(pred)]
+          table(m[~m["other_program"]], ["family"])]
+    inv = invariance(pred)
+    if inv:
+        md += ["## Origin invariance (the same model and GPU from an H200 trace over an H100 trace)\n", inv]
     if a.sweep:
         md += ["## Choosing P with one GPU or one family left out\n", sweep(runs, pub)]
     if a.reparam is not None:

@@ -28,12 +28,36 @@ l_o = (T_o^P − c_o^P − m_o^P)^(1/P). Where the op's cost says more than the 
 an L2 that served part of the traffic, or shapes that overstate the kernel), c and m are scaled down together until
 they fit, so the origin's measured efficiency carries over. Then l_t = l_o · S_o f_o / (S_t f_t).
 
+GEMM kernels (shapes recorded, output tiles known; issue 32): the sustained rate is the steady state of a GEMM's main
+loop, and what a GEMM spends beyond it is work of the same SMs in series with that loop: each tile's prologue (the
+first K-slices loaded before the first MMA) and epilogue (the output tile converted and stored), and on the CUDA cores
+the loop's own non-FMA instructions, which take issue slots the FMAs need (Lai & Seznec, "Performance upper bound
+analysis and optimization of SGEMM on Fermi and Kepler GPUs", CGO 2013: SGEMM's attainable rate is set by its
+instruction mix). So that time adds to the compute instead of overlapping it:
+    T_g = ((c_g + l_g)^P + m_g^P)^(1/P),   so   l_o = (T_o^P − m_o^P)^(1/P) − c_o.
+The soft split calls a GEMM that runs at 60-75% of its GPU's sustained rate ~100% latency and moves all of it at S x f.
+Where the target does more math per SM-clock than the origin that is far too slow: NeuSight's P100/V100/A100 SGEMMs of
+>= 0.1 ms came out 1.4-1.7x too slow on our H100 (twice the FP32 lanes per SM; benchmarks/crossarch/gemm_kernels.py),
+and an H100's TF32 GEMMs 1.2x faster on a B200 (twice the tensor rate per SM-clock) where the rates say 2.2x
+(docs/accuracy.md "Blackwell"). Convolution and attention kernels keep the soft overlap (chosen on the timm dev split,
+where eager convolutions run at a quarter of the H100's peak and are not tile-bound).
+Which GPU runs that work in series is a property of its pipe (rates.serial_pipes: CUDA cores with 32 FP32 lanes per
+single-dispatch scheduler, Hopper/Blackwell tensor cores). On a GPU whose pipe is serial, the time beyond the rate is
+that in-series work, and on a target whose pipe is not, it overlaps the math there: such a GEMM (serial origin pipe,
+non-serial target pipe: an H100's GEMMs on a V100, T4, A100 or GeForce tensor cores) keeps the soft overlap. Every
+other GEMM adds: on a non-serial origin the time beyond the rate is not issue or pipeline work (the GPU overlaps
+those) but what keeps the GEMM under its rate everywhere (tiles, occupancy, short K), in series on any target.
+Adding it from an H100 to those GPUs had cost NeuSight's FP32 dev cells 9.3% -> 10.6% and timm's RTX 3090 8.1% ->
+8.5% (predicted slower); the split keeps the GEMM kernels' and Blackwell's gain without that cost (the choice, with
+one GPU and one model family left out: benchmarks/results/gemm_rule_choice.md).
+
 L2 (the issue's "L2 decides what reaches DRAM"): a kernel whose working set (its op's bytes) fits in a GPU's L2 is
 served from there: r_g = 1 / (1 + (bytes / (L2_SHARE · L2_g))^4), a smooth step at half the L2 (on A100 and H100
 the L2 is two partitions that each hold the lines their SMs read, NVIDIA A100 whitepaper, "L2 cache"). Bytes the
 target's L2 holds that the origin's did not move at L2 bandwidth instead (L2_BYTES_PER_CLOCK_PER_SM x SMs x clock,
 never slower than the DRAM they no longer need); bytes the origin's L2 held and the target's does not, at the
-target's DRAM bandwidth. A bigger L2 never makes a kernel slower.
+target's DRAM bandwidth. Both are the kernel's memory time (L2 time added to the DRAM time left), so a bigger L2
+never makes a kernel slower (in the latency part, P-normed, it could by a hair: issue 32's hypothesis draw).
 
 P, L2_SHARE and the default shares for kernels whose op recorded no shapes are the law's only constants; none is
 fitted per GPU. P was chosen on the timm dev split and NeuSight's dev GPUs (docs/method.md "Across chips").
@@ -87,11 +111,22 @@ class Work:
 
 @dataclass(frozen=True)
 class Parts:
-    """The origin's time split by the law (ns per kernel): compute, DRAM, latency."""
+    """The origin's time split by the law (ns per kernel): compute, DRAM, latency, and where latency adds to compute
+    (GEMMs with recorded shapes, module doc) instead of overlapping it."""
 
     compute: np.ndarray
     dram: np.ndarray
     latency: np.ndarray
+    additive: np.ndarray
+
+    def total(self) -> np.ndarray:
+        """The time the three parts make (the origin's measured time, for the origin's split)."""
+        return combine(self.compute, self.dram, self.latency, self.additive)
+
+
+def combine(c: np.ndarray, m: np.ndarray, lat: np.ndarray, additive: np.ndarray) -> np.ndarray:
+    """T = (c^P + m^P + l^P)^(1/P), or ((c + l)^P + m^P)^(1/P) where ``additive`` (module doc)."""
+    return np.where(additive, _norm(c + lat, m), _norm(c, m, lat))
 
 
 def applies(origin: GpuSpec, target: GpuSpec) -> bool:
@@ -120,13 +155,28 @@ def predict_ns(work: Work, ro: Rates, rt: Rates) -> tuple[np.ndarray, Parts]:
     # the op's cost says more than was measured: shrink compute and DRAM time together until they fit
     fit = np.minimum(1.0, t_o / np.maximum(_norm(c_o, m_o), 1e-9))
     c_o, m_o, c_t, m_t = c_o * fit, m_o * fit, c_t * fit, m_t * fit
-    l_o = np.maximum(t_o ** P - c_o ** P - m_o ** P, 0.0) ** (1 / P)
-    l_t = l_o * ro.sm_ghz / rt.sm_ghz
+    additive = gemm_with_shapes(work) & (in_series(rt, work.pipe_target) | ~in_series(ro, work.pipe))
+    soft = np.maximum(t_o ** P - c_o ** P - m_o ** P, 0.0) ** (1 / P)
+    l_o = np.where(additive, np.maximum(np.maximum(t_o ** P - m_o ** P, 0.0) ** (1 / P) - c_o, 0.0), soft)
+    l_t = l_o * ro.sm_ghz_on(work.pipe) / rt.sm_ghz_on(work.pipe_target)
     # bytes the target's L2 holds and the origin's did not: L2 time instead of DRAM time, never more than that
-    l2_bw = L2_BYTES_PER_CLOCK_PER_SM * rt.sm_ghz  # GB/s
+    l2_bw = L2_BYTES_PER_CLOCK_PER_SM * rt.sm_ghz_on(work.pipe_target)  # GB/s
     gained = np.where(known, np.maximum(res_t - res_o, 0.0) * nbytes * work.width * fit, 0.0)
-    l_t = _norm(l_t, np.minimum(gained / l2_bw, gained / rt.dram_gbs))
-    return _norm(c_t, m_t, l_t), Parts(c_o, m_o, l_o)
+    # in the memory part, beside the DRAM time those bytes no longer take: never more memory time than before
+    m_t = m_t + np.minimum(gained / l2_bw, gained / rt.dram_gbs)
+    return combine(c_t, m_t, l_t, additive), Parts(c_o, m_o, l_o, additive)
+
+
+def gemm_with_shapes(work: Work) -> np.ndarray:
+    """GEMM kernels whose op recorded its shapes (output tiles known, FLOPs > 0): their latency adds, unless the
+    origin's pipe is serial and the target's is not (module doc)."""
+    flops = np.nan_to_num(np.asarray(work.flops, float))
+    return np.isfinite(np.asarray(work.tiles, float)) & (flops > 0)
+
+
+def in_series(r: Rates, pipes: np.ndarray) -> np.ndarray:
+    """Per kernel: does the GPU of ``r`` run a GEMM's work beyond its math in series on that pipe (rates.serial_pipes)."""
+    return np.isin(np.asarray(pipes, dtype=object), list(r.serial_pipes))
 
 
 def l2_resident(nbytes: np.ndarray, r: Rates) -> np.ndarray:

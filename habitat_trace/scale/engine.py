@@ -25,7 +25,7 @@ from habitat_trace.scale.facts import (LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_G
                                        time_share_in_op)
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
-from habitat_trace.scale.rates import rates
+from habitat_trace.scale.rates import rates, tensor_fraction
 from habitat_trace.scale.prediction import (COPY, FALLBACK, IDENTITY, LEARNED, ROOFLINE_OP, SUSTAINED, WAVE,
                                             KernelFacts, Prediction)
 
@@ -210,10 +210,16 @@ def _rate_warnings(origin: GpuSpec, target: GpuSpec, work: crossarch.Work) -> tu
     names = {"fp32_gemm_sustained_tflops": "fp32 (CUDA cores)", "memory_bandwidth_achievable_gbs": "copy bandwidth"}
     out = []
     for role, spec in (("origin", origin), ("target", target)):
-        missing = [names.get(m, m.replace("tensor_sustained_tflops_", "")) for m in rates(spec).fallbacks if m in used]
-        if missing:
-            out.append(f"{role} {spec.name} has no measured sustained {', '.join(missing)} in the catalog; the median "
-                       "sustained/datasheet ratio of the catalogued GPUs stands in (scale/rates.py)")
+        missing = [m for m in rates(spec).fallbacks if m in used]
+        # a tensor dtype of a GPU with another measured tensor dtype runs at that fraction (the power limit)
+        own = [m for m in missing if m.startswith("tensor_") and tensor_fraction(spec) is not None]
+        median = [m for m in missing if m not in own]
+        for group, how in ((median, "the median sustained/datasheet ratio of the catalogued GPUs stands in"),
+                           (own, "its measured fraction of another tensor dtype stands in (its power limit)")):
+            if group:
+                shown = ", ".join(names.get(m, m.replace("tensor_sustained_tflops_", "")) for m in group)
+                out.append(f"{role} {spec.name} has no measured sustained {shown} in the catalog; {how} "
+                           "(scale/rates.py)")
     return tuple(out)
 
 

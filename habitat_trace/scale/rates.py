@@ -7,11 +7,45 @@ rule below, and ``Rates.fallbacks`` names every figure a rule supplied, so a pre
 Why sustained rates and not datasheet peaks: large GEMMs reach 0.43 (A10, 150 W) to 1.13 (RTX 5090, boosting past
 its rated clock) of the datasheet tensor peak, streaming copies 0.70-0.90 of the datasheet bandwidth. A law that
 takes peak ratios assumes every GPU reaches the same fraction of its peak; across generations they do not.
+
+Power (issue 32). A card that cannot hold its boost clock under load is slowed by its power limit, not by its
+datasheet: dynamic power is C V^2 f and V rises with f (Mudge, "Power: a first-class architectural design
+constraint", IEEE Computer 34(4), 2001), so a fixed power budget sets the clock. The heaviest load a GPU sees in
+training is a large GEMM on its tensor cores, and the catalog's measured matmul rate is that load at the stock power
+limit: its fraction of the datasheet peak, phi, says how far the limit holds the clock down. Two rules read it:
+- a tensor dtype without its own measurement runs at phi x its peak (the same tensor cores at the same power limit:
+  an A10's TF32 at 0.43 of its peak like its FP16, not at the catalog median 0.77);
+- without a sourced sustained clock, the SM clock under load is boost x min(1, phi / phi_typical), phi_typical the
+  catalog median of the same class (TENSOR_SUSTAINED_FRACTION; GeForce cards their own): a GPU that reaches the
+  typical fraction is taken to hold its boost clock, one below it to run that much slower. Latency- and issue-bound
+  work moves with it (crossarch.py).
+- tensor-core work never above the clock its datasheet tensor peaks are quoted at (``tensor_clock_mhz_implied``,
+  ``Rates.tensor_clock_mhz``: Hopper and data-center Blackwell, whose FP32 peak is quoted at the boost clock and whose
+  tensor peaks at a lower one, e.g. the H100 SXM's 989.4 TFLOP/s = 132 SMs x 4,096 FLOP x 1.83 GHz against 1.98 GHz):
+  NVIDIA rates those boards' tensor math at the clock their power limit holds under it. CUDA-core work keeps the
+  clock the FP32 peak is quoted at (``Rates.sm_ghz_on``: per kernel, by its pipe).
+A what-if entry that lowers a GPU's power limit (``base`` + a smaller ``tdp_w``, scale/specs.py) lowers its clock by
+(P_new / P_base)^(1/3), the same law, so a lower limit is never faster (tests/test_crossarch.py).
+
+GEMM work in series (issue 32; ``Rates.serial_pipes``, read by crossarch.py): the pipes on which what a GEMM does
+beyond its math cannot overlap the math on this GPU.
+- CUDA cores: where one scheduler dispatches one instruction per clock to 32 FP32 lanes (GA10x, Ada, Hopper,
+  Blackwell: 128 lanes per SM in four partitions, NVIDIA GA102 and H100 whitepapers), an FFMA issues every clock to
+  keep the lanes busy and every other instruction of the loop takes an FFMA's slot (Lai & Seznec, CGO 2013). With 16
+  lanes per scheduler (Volta, Turing, GA100: an FFMA "is performed over two cycles, and the schedulers can issue
+  independent instructions every cycle", NVIDIA Volta tuning guide 4.1.1) or two dispatch units per scheduler
+  (Pascal, GP100 whitepaper) the other instructions issue between the FFMAs.
+- Tensor cores: Hopper's wgmma and Blackwell's tcgen05 (compute capability 9.x and 10.x: 4,096-8,192 dense FLOP per
+  SM-clock, twice to eight times the mma.sync GPUs') run the main loop as an asynchronous TMA/MMA pipeline; a tile's
+  pipeline fill and epilogue are outside it, in series. On mma.sync GPUs (Volta to Ada, GeForce Blackwell) the warps
+  that issue the MMAs issue that work between them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping
+
+import numpy as np
 
 from habitat_trace.scale.gpu import GpuSpec
 
@@ -37,6 +71,8 @@ class Rates:
     sms: int
     l2_bytes: float
     fallbacks: tuple[str, ...] = ()
+    serial_pipes: frozenset[str] = frozenset()  # pipes whose GEMM work beyond the math runs in series (module doc)
+    tensor_clock_mhz: float | None = None  # SM clock under tensor-core load where lower than clock_mhz (module doc)
 
     def pipe_tflops(self, pipe: str) -> float:
         """The sustained rate of a pipe: a tensor dtype, else the CUDA cores ("fp32", and AMD's "matrix-fp32")."""
@@ -46,6 +82,11 @@ class Rates:
     def sm_ghz(self) -> float:
         """SMs x sustained clock (GHz): what latency- and issue-bound work scales with."""
         return self.sms * self.clock_mhz * 1e-3
+
+    def sm_ghz_on(self, pipes: np.ndarray) -> np.ndarray:
+        """Per kernel, SMs x the clock its pipe runs at: the tensor clock for tensor dtypes, else the SM clock."""
+        tensor = np.isin(np.asarray(pipes, dtype=object), TENSOR_DTYPES)
+        return np.where(tensor, self.sms * (self.tensor_clock_mhz or self.clock_mhz) * 1e-3, self.sm_ghz)
 
 
 def is_geforce(spec: GpuSpec) -> bool:
@@ -57,6 +98,7 @@ def rates(spec: GpuSpec) -> Rates:
     """The catalog's sustained figures of ``spec``, each missing one from the fallback rules above."""
     e, missing = spec.extra, []
     tensor = {}
+    phi = tensor_fraction(spec)
     for dtype in TENSOR_DTYPES:
         if dtype not in spec.tensor_tflops:
             continue
@@ -65,8 +107,7 @@ def rates(spec: GpuSpec) -> Rates:
             value = _sibling_dtype(spec, dtype)
         if value is None:
             missing.append(f"tensor_sustained_tflops_{dtype}")
-            frac = GEFORCE_TENSOR_SUSTAINED_FRACTION if is_geforce(spec) else TENSOR_SUSTAINED_FRACTION
-            value = frac * spec.tensor_tflops[dtype]
+            value = (phi if phi is not None else typical_tensor_fraction(spec)) * spec.tensor_tflops[dtype]
         tensor[dtype] = value
     if "fp32" in spec.tensor_tflops:  # AMD's FP32 matrix cores ("matrix-fp32"): no sustained figure is catalogued
         tensor["matrix-fp32"] = TENSOR_SUSTAINED_FRACTION * spec.tensor_tflops["fp32"]
@@ -74,8 +115,39 @@ def rates(spec: GpuSpec) -> Rates:
     if simt is None:
         missing.append("fp32_gemm_sustained_tflops")
         simt = FP32_GEMM_SUSTAINED_FRACTION * spec.fp32_tflops
-    return Rates(tensor, simt, _dram_gbs(spec, missing), _clock_mhz(spec, missing), spec.sms,
-                 spec.l2_cache_mib * 2**20, tuple(missing))
+    clock = _clock_mhz(spec, phi, missing)
+    return Rates(tensor, simt, _dram_gbs(spec, missing), clock, spec.sms, spec.l2_cache_mib * 2**20, tuple(missing),
+                 serial_pipes(spec), _tensor_clock_mhz(spec, clock))
+
+
+def serial_pipes(spec: GpuSpec) -> frozenset[str]:
+    """The pipes on which a GEMM's work beyond its math runs in series with it (module doc): "fp32" where 32 FP32
+    lanes share one single-dispatch scheduler (compute capability >= 7.0, 128 lanes per SM), the tensor dtypes on
+    Hopper and data-center Blackwell (compute capability 9.x, 10.x)."""
+    if spec.vendor != "nvidia":
+        return frozenset()
+    major = int(str(spec.compute_capability).split(".")[0])
+    # lanes per SM: the catalog's, else what the FP32 peak says (fp32_tflops = sms x lanes x 2 x boost clock)
+    lanes = _number(spec.extra.get("fp32_lanes_per_sm")) or spec.fp32_tflops * 1e6 / (
+        2 * spec.sms * spec.boost_clock_mhz)
+    out = {"fp32"} if major >= 7 and round(lanes) >= 128 else set()
+    if major in (9, 10):
+        out |= set(TENSOR_DTYPES)
+    return frozenset(out)
+
+
+def typical_tensor_fraction(spec: GpuSpec) -> float:
+    """The catalog median of sustained / datasheet tensor rate for the GPU's class (GeForce cards boost past theirs)."""
+    return GEFORCE_TENSOR_SUSTAINED_FRACTION if is_geforce(spec) else TENSOR_SUSTAINED_FRACTION
+
+
+def tensor_fraction(spec: GpuSpec) -> float | None:
+    """phi: the best measured sustained / datasheet rate over the GPU's tensor dtypes (the tensor cores at the stock
+    power limit; the best, since a lower one of another dtype is the library's, not the power limit's), None when
+    none is catalogued."""
+    found = [v / spec.tensor_tflops[d] for d in TENSOR_DTYPES if d in spec.tensor_tflops
+             and (v := _number(spec.extra.get(f"tensor_sustained_tflops_{d}"))) is not None]
+    return max(found) if found else None
 
 
 def _sibling_dtype(spec: GpuSpec, dtype: str) -> float | None:
@@ -99,12 +171,21 @@ def _dram_gbs(spec: GpuSpec, missing: list[str]) -> float:
     return efficiency * spec.memory_bandwidth_gbs
 
 
-def _clock_mhz(spec: GpuSpec, missing: list[str]) -> float:
+def _clock_mhz(spec: GpuSpec, phi: float | None, missing: list[str]) -> float:
+    """The sourced sustained SM clock, else the boost clock held down by the power limit phi shows (module doc)."""
     measured = _number(spec.extra.get("sm_clock_sustained_mhz"))
-    if measured is None:
-        missing.append("sm_clock_sustained_mhz")
+    if measured is not None:
+        return measured
+    missing.append("sm_clock_sustained_mhz")
+    if phi is None:
         return spec.boost_clock_mhz
-    return measured
+    return spec.boost_clock_mhz * min(1.0, phi / typical_tensor_fraction(spec))
+
+
+def _tensor_clock_mhz(spec: GpuSpec, clock: float) -> float | None:
+    """The clock under tensor-core load where the datasheet quotes the tensor peaks below ``clock`` (module doc)."""
+    quoted = _number(spec.extra.get("tensor_clock_mhz_implied"))
+    return quoted if quoted is not None and quoted < clock else None
 
 
 def _number(v: object) -> float | None:

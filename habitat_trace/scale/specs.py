@@ -11,6 +11,10 @@ device_names and aliases, and override some: a hypothetical GPU for what-if ques
 kept. (Measured on an H200 with green contexts: an fp32 matmul takes 2.02x as long on 64 of 132 SMs, 132/64 = 2.06.)
 The sustained figures (issue 25) follow their peaks: sustained GEMM rates scale by SMs x clock, the sustained clock by
 the clock ratio, the achievable bandwidth by the datasheet bandwidth's ratio. The source records what was scaled.
+An entry that lowers ``tdp_w`` (the board power limit, `nvidia-smi -pl`) and gives no clock of its own runs at
+(P / P_base)^(1/3) of the base's clock (dynamic power ~ f^3, scale/rates.py), so its peaks and sustained figures
+follow as for a lower clock; raising the limit above the base's changes nothing (the catalog's figures are at the
+stock limit, and more power does not raise a clock past its boost).
 """
 from __future__ import annotations
 
@@ -42,7 +46,8 @@ SCALED_PEAKS = ("fp32_tflops", *(f"{d}_tensor_tflops" for d in F.TENSOR_DTYPES),
                 "fp4_tensor_tflops", "fp32_gemm_sustained_tflops",
                 *(f"tensor_sustained_tflops_{d}" for d in ("fp16", "bf16", "tf32", "fp8")))
 # Sustained figures that follow one datasheet field's ratio when a what-if entry changes it: (key, field it follows)
-SCALED_WITH = (("sm_clock_sustained_mhz", "boost_clock_mhz"), ("memory_bandwidth_achievable_gbs", "memory_bandwidth_gbs"))
+SCALED_WITH = (("sm_clock_sustained_mhz", "boost_clock_mhz"), ("tensor_clock_mhz_implied", "boost_clock_mhz"),
+               ("memory_bandwidth_achievable_gbs", "memory_bandwidth_gbs"))
 _SEPARATORS = re.compile(r"[\s_\-]+")
 MEMORY_MATCH = 0.05  # a device reports slightly less than the nominal memory (MI250 GCD: 63.98 of 64 GiB)
 
@@ -222,6 +227,10 @@ class _GpuTables:
         fields = {k: v for k, v in base_fields.items() if k not in ("device_names", "aliases", "source")}
         fields.update(values)
         note = f"what-if: {', '.join(k for k in values if k != 'base') or 'no fields'} overridden by {self.path.name}"
+        power = float(fields["tdp_w"]) / float(base_fields["tdp_w"])  # type: ignore[arg-type]
+        if power < 1.0 and "boost_clock_mhz" not in values:
+            fields["boost_clock_mhz"] = float(base_fields["boost_clock_mhz"]) * power ** (1 / 3)  # type: ignore[arg-type]
+            note += f"; power limit {power:.4g}x {base}'s: clock x{power ** (1 / 3):.4g} (P ~ f^3)"
         factor = (float(fields["sms"]) / float(base_fields["sms"])  # type: ignore[arg-type]
                   * float(fields["boost_clock_mhz"]) / float(base_fields["boost_clock_mhz"]))  # type: ignore[arg-type]
         scaled = [k for k in SCALED_PEAKS if k in base_fields and k not in values]

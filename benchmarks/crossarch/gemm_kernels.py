@@ -1,0 +1,166 @@
+"""Per-kernel check of the cross-chip law (scale/crossarch.py) on NeuSight's public FP32 GEMMs (issue 32, part 3).
+
+    python benchmarks/crossarch/gemm_kernels.py [--shared ../shared] [--out benchmarks/results] [--no-write]
+
+Two sets, every error |predicted / measured - 1| per kernel:
+- to an H100: NeuSight's latency of a shape on each of its five public GPUs (P100 PCIe, P4, T4, V100 PCIe 32GB,
+  A100 PCIe 40GB) predicts our H100 SXM's latency of the same shape (1,703 linear / bmm shapes stratified over
+  FLOPs, neusight_shapes.csv, timed by benchmarks/collect/gemm_microbench.py --shapes on 2026-11-26, torch 2.11 with
+  TF32 off; NeuSight used torch 2.1). The H100 is outside the learned model's range, so `scale` uses the law here.
+  Rows under 0.1 ms on the H100 time the host's launch path as much as the kernel (one call between CUDA events:
+  the smallest take ~25 us), so the table gives them apart.
+- between the five: every ordered pair, every shape measured on both. `law` is crossarch.predict_ns alone; `shipped`
+  is what `scale` does there, the learned FP32 model (trained on these five GPUs: in sample, docs/learned.md has its
+  leave-one-GPU-out figures).
+`law` is crossarch.predict_ns as the engine calls it for a CUDA-core GEMM kernel whose op recorded its shapes (FLOPs
+2BMNK, bytes A + B + C, 64-wide output tiles), then the engine's roofline floor; beside it the same law with issue
+25's soft split for GEMMs (`soft split`, the law the GEMM regression came with). Only public dev data is read.
+Writes benchmarks/results/crossarch_gemm_kernels.{md,csv} (the csv: the medians per set, for the README).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks" / "learned"))
+
+from habitat_trace.scale import crossarch, learned, wave  # noqa: E402
+from habitat_trace.scale.cost import gemm_flops_bytes  # noqa: E402
+from habitat_trace.scale.learned import envelope  # noqa: E402
+from habitat_trace.scale.rates import rates  # noqa: E402
+from habitat_trace.scale.specs import load_catalog  # noqa: E402
+from training import data as D  # noqa: E402
+
+H100_CSV = ROOT / "benchmarks" / "results" / "gemm" / "neusight_shapes_NVIDIA_H100_80GB_HBM3.csv.gz"
+SHAPE = ["op", "b", "m", "n", "k"]
+HOST_PATH_MS = 0.1  # below this the H100 timing is the launch path as much as the kernel (module doc)
+
+
+def law_ns(q: pd.DataFrame, origin, target) -> np.ndarray:
+    """The cross-chip law for FP32 GEMM kernels with recorded shapes, with the engine's roofline floor (ns)."""
+    flops, nbytes = gemm_flops_bytes(q.b, q.m, q.n, q.k, 4.0)
+    n = len(q)
+    work = crossarch.Work(
+        t_origin=q.t_origin_ms.to_numpy() * 1e6, flops=np.asarray(flops), nbytes=np.asarray(nbytes),
+        pipe=np.full(n, "fp32", dtype=object), pipe_target=np.full(n, "fp32", dtype=object), width=np.ones(n),
+        tiles=crossarch.gemm_tiles(q.b, q.m, q.n, np.zeros(n, bool)), memory_default=np.zeros(n),
+        compute_default=np.zeros(n))
+    t, _ = crossarch.predict_ns(work, rates(origin), rates(target))
+    floor = wave.roofline_ns(flops, nbytes, target.fp32_tflops, target.memory_bandwidth_gbs)
+    return np.maximum(t, floor)
+
+
+@contextmanager
+def soft_split() -> Iterator[None]:
+    """The law before issue 32: a GEMM's time beyond its sustained rate overlaps its compute (the soft split)."""
+    saved = crossarch.gemm_with_shapes
+    crossarch.gemm_with_shapes = lambda work: np.zeros(len(work.t_origin), bool)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        crossarch.gemm_with_shapes = saved  # type: ignore[assignment]
+
+
+def shipped_ns(q: pd.DataFrame, origin, target, law: np.ndarray) -> np.ndarray:
+    if not (envelope.covers(origin) and envelope.covers(target)):
+        return law
+    t_o = q.t_origin_ms.to_numpy() * 1e6
+    ratio = learned.gemm_time_ratios(q.m.to_numpy(), q.n.to_numpy(), q.k.to_numpy(), q.b.to_numpy(), "fp32",
+                                     origin, target, t_o)
+    return np.where(np.isfinite(ratio), t_o * ratio, law)
+
+
+def _scored(q: pd.DataFrame, origin, target) -> pd.DataFrame:
+    law = law_ns(q, origin, target)
+    with soft_split():
+        before = law_ns(q, origin, target)
+    d = q[[*SHAPE, "origin", "target", "t_origin_ms", "t_target_ms"]].assign(
+        law_ms=law / 1e6, shipped_ms=shipped_ns(q, origin, target, law) / 1e6, before_ms=before / 1e6)
+    for m in ("law", "shipped", "before"):
+        d[f"{m}_error"] = d[f"{m}_ms"] / d["t_target_ms"] - 1
+    return d
+
+
+def between_dev(long: pd.DataFrame) -> pd.DataFrame:
+    wide = D.joined(long)
+    p = D.pairs(wide, D.gpus(wide), D.gpus(wide))
+    cat = load_catalog()
+    return pd.concat([_scored(q, cat.resolve(o), cat.resolve(t)) for (o, t), q in p.groupby(["origin", "target"])],
+                     ignore_index=True)
+
+
+def to_h100(long: pd.DataFrame, csv: Path = H100_CSV) -> pd.DataFrame:
+    cat = load_catalog()
+    h100 = cat.resolve("H100 SXM5 80GB")
+    h = pd.read_csv(csv).rename(columns={"OPName": "op", "B": "b", "M": "m", "N": "n", "K": "k",
+                                         "Latency": "t_target_ms"})
+    h = h[h["DType"] == "fp32"][[*SHAPE, "t_target_ms"]]
+    out = []
+    for o, q in long.groupby("gpu"):
+        q = q.rename(columns={"t_ms": "t_origin_ms", "gpu": "origin"}).merge(h, on=SHAPE).assign(target=h100.name)
+        out.append(_scored(q, cat.resolve(o), h100))
+    d = pd.concat(out, ignore_index=True)
+    d["h100"] = np.where(d["t_target_ms"] >= HOST_PATH_MS, ">= 0.1 ms", "< 0.1 ms")
+    return d
+
+
+def table(d: pd.DataFrame, by: list[str], shipped: bool = True) -> str:
+    cols = ["kernels", "law: median abs", "law: median signed", "soft split (before issue 32): median abs"] + (
+        ["shipped: median abs"] if shipped else [])
+    out = [f"| {' | '.join(by)} | {' | '.join(cols)} |", "|" + "---|" * len(by) + "---:|" * len(cols)]
+
+    def line(key: tuple, g: pd.DataFrame) -> str:
+        cells = [str(len(g)), f"{100 * g.law_error.abs().median():.1f}%", f"{100 * g.law_error.median():+.1f}%",
+                 f"{100 * g.before_error.abs().median():.1f}%"]
+        if shipped:
+            cells.append(f"{100 * g.shipped_error.abs().median():.1f}%")
+        return f"| {' | '.join(map(str, key))} | {' | '.join(cells)} |"
+
+    for key, g in d.groupby(by, sort=True):
+        out.append(line(key if isinstance(key, tuple) else (key,), g))
+    out.append(line(("all",) + ("",) * (len(by) - 1), d))
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--no-write", action="store_true")
+    a = ap.parse_args()
+    long = D.load_neusight(a.shared / "data" / "neusight")
+    h = to_h100(long)
+    dev = between_dev(long)
+    big = h[h["h100"] == ">= 0.1 ms"]
+    text = "\n".join([
+        "# NeuSight's FP32 GEMM kernels across chips (benchmarks/crossarch/gemm_kernels.py)\n",
+        "## From NeuSight's five GPUs to our H100 SXM (the law; `scale` uses it there)\n",
+        table(h, ["h100", "origin"], shipped=False), "Kernels of >= 0.1 ms on the H100, per op:\n",
+        table(big, ["origin", "op"], shipped=False),
+        "## Between NeuSight's five GPUs (`shipped` = the learned model, trained on them: in sample)\n",
+        table(dev, ["target", "op"]), table(dev, ["origin", "target"])])
+    print(text)
+    if not a.no_write:
+        (a.out / "crossarch_gemm_kernels.md").write_text(text)
+        summary(h, dev).to_csv(a.out / "crossarch_gemm_kernels.csv", index=False, float_format="%.4f")
+
+
+def summary(h: pd.DataFrame, dev: pd.DataFrame) -> pd.DataFrame:
+    """One row per set and subset: kernels and the law's median |error| and median signed error (the README's row)."""
+    parts = [("to H100", "all", h), ("to H100", ">= 0.1 ms", h[h["h100"] == ">= 0.1 ms"]),
+             ("between the five", "all", dev)]
+    return pd.DataFrame([{"set": s, "subset": sub, "kernels": len(d), "median_abs": d["law_error"].abs().median(),
+                          "median_signed": d["law_error"].median(), "p90_abs": d["law_error"].abs().quantile(0.9),
+                          "before_median_abs": d["before_error"].abs().median()} for s, sub, d in parts])
+
+
+if __name__ == "__main__":
+    main()
