@@ -117,13 +117,14 @@ def test_more_ranks_never_less_communication_per_step() -> None:
     """Through the commands' path: the replayed collectives' GPU time per step never falls as ranks are added
     (one node of 8 H100s, then whole nodes)."""
     from habitat_trace.analysis.compare import communication
+    from habitat_trace.pipeline.fanout import RankFigures
 
     for strategy in D.STRATEGIES:
         comm = []
         for world in (2, 4, 8, 16):
             dp = pipeline.DataParallel(world, strategy)
             run = pipeline.Run.open(MLP_FIXTURE, pipeline.Options(CATALOG, data_parallel=dp))
-            comm.append(communication(run.baseline().ranks[0], dp)["comm_ms"])
+            comm.append(communication(RankFigures.of(run.baseline().ranks[0]), dp)["comm_ms"])
         assert comm == sorted(comm) and comm[0] > 0, (strategy, comm)
 
 
