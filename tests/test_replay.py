@@ -142,3 +142,54 @@ def test_stream_wait_event_delays_the_waiting_stream(tmp_path) -> None:
     assert fast.gpu_start_ns[0] == 106_000
     # K1 ends at 116 µs: K2 only waits for its launch (ends 117 µs) + the trace's idle launch latency (1 µs)
     assert fast.gpu_start_ns[1] == 118_000
+
+
+def _deferred_waits_trace(tmp_path):
+    """DDP's reducer at the end of backward, trimmed: one thread launches two all-reduces on stream 8 (N1, N2), an
+    event recorded after each, then waits on both on stream 7 before copying each bucket back (M1, M2). The
+    all-reduces ran long (they waited for a slower peer): M1 started 1 µs after N1 ended, M2 1 µs after N2."""
+    import dataclasses
+
+    import orjson
+
+    def call(name, ts, dur, corr):
+        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"correlation": corr}}
+
+    def gpu(cat, name, ts, dur, stream, corr):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+                "args": {"correlation": corr, "stream": stream, "device": 0}}
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::work", "pid": 1, "tid": 1, "ts": 9.0, "dur": 80.0},
+              call("cudaLaunchKernel", 10.0, 5.0, 1), call("cudaLaunchKernel", 16.0, 5.0, 2),
+              call("cudaEventRecord", 22.0, 1.0, 3), call("cudaLaunchKernel", 24.0, 5.0, 4),
+              call("cudaEventRecord", 30.0, 1.0, 5),
+              call("cudaStreamWaitEvent", 40.0, 1.0, 6), call("cudaMemcpyAsync", 42.0, 3.0, 7),
+              call("cudaStreamWaitEvent", 50.0, 1.0, 8), call("cudaMemcpyAsync", 52.0, 3.0, 9),
+              gpu("kernel", "k_grad", 20.0, 70.0, 7, 1),
+              gpu("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 100.0, 100.0, 8, 2),
+              gpu("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 200.0, 100.0, 8, 4),
+              gpu("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 201.0, 2.0, 7, 7),
+              gpu("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 301.0, 2.0, 7, 9)]
+    path = tmp_path / "deferred_waits.json"
+    path.write_bytes(orjson.dumps({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+                                   "traceEvents": events}))
+    trace = load(path)
+    dur = trace.gpu[S.DUR].to_numpy().copy()
+    dur[trace.gpu[S.NAME].str.startswith("nccl").to_numpy()] = 10_000  # the transfers alone
+    return trace, dataclasses.replace(scaled(trace, 1.0), dur_ns=dur)
+
+
+def test_deferred_stream_waits_follow_the_work_they_awaited(tmp_path) -> None:
+    """Pins the joint replay's over-prediction of DDP steps (issue 31): each bucket's copy followed its own
+    all-reduce, not the thread's latest event (links.py binds both waits to N2's record: M1 had started before N2
+    ended, so that link was dropped), and the 111 µs M1 spent waiting on N1 was kept as a gap on its own stream, so
+    M1 stayed 111 µs behind k_grad however short the all-reduces became."""
+    trace, short = _deferred_waits_trace(tmp_path)
+    assert replay(trace, scaled(trace, 1.0)).gpu_start_ns.tolist() == [20_000, 100_000, 200_000, 201_000, 301_000]
+    tl = replay(trace, short)
+    k_grad, n1, n2, m1, m2 = tl.gpu_start_ns.tolist()
+    # N1 keeps its recorded start (nothing in one trace says what it waited for), N2 follows N1, and each copy
+    # follows its own all-reduce by the recorded 1 µs: before, M1 stayed at 201 µs (k_grad's end + a 111 µs "gap")
+    assert n1 == 100_000 and n2 == n1 + 10_000
+    assert m1 == n1 + 10_000 + 1_000 and m2 == n2 + 10_000 + 1_000

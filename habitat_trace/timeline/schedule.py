@@ -8,10 +8,13 @@ A GPU event starts at the latest of (issue 4):
   latency is the smaller of it and the trace's median idle-stream latency. Kernels of one launch
   (CUDA graphs) share the first one's;
 - the latest new end of the earlier events on its stream + the origin gap when it was queued (the
-  GPU's own kernel-switch gap), or minus the origin overlap only (Hopper PDL overlaps are kept, none
-  added); never before the previous event's new start;
+  GPU's own kernel-switch gap, measured from the later of its stream's end and the end of the work it
+  waited for: a wait on another stream is not a gap of its own), or minus the origin overlap only
+  (Hopper PDL overlaps are kept, none added); never before the previous event's new start;
 - the new end of the GPU work a cudaStreamWaitEvent made it wait for (links.py), when the origin
-  honoured that dependency; a kernel without a launch and without a predecessor keeps its start.
+  honoured that dependency (a wait linked to work that had not ended when the row started is bound to
+  what the origin shows it awaited: _dependencies), + the origin gap after the later of that work and its
+  stream; a kernel without a launch and without a predecessor keeps its start.
 A blocking call (links.blocking_calls) ends at max(start + its pure CPU time, awaited GPU end + the
 origin's return latency); the CPU clock shift this creates is a breakpoint of the CPU map (replay.cpu_map).
 CPU times (launch and blocking calls) are first read on the target host's clock (cpuclock.CpuClock: without the
@@ -53,7 +56,9 @@ def _launch_latency(trace: Any, code: np.ndarray, order: np.ndarray,
     lend = np.where(has, calls[S.END].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
     prev = _previous_on_stream(code, order)
     has_prev = prev >= 0
-    prev_end = _previous_reach(code, order, end)
+    # the gap follows whichever the row waited for last, its stream or the cross-stream work: a row that waited on
+    # another stream's kernel keeps the switch after that kernel, not the wait itself as a "gap" on its own stream
+    prev_end = np.maximum(_previous_reach(code, order, end), dep_end)
     gap = np.where(has_prev, ts - prev_end, 0)
     # The origin's own latency, negative when the launch call returned after the kernel had started
     # (common: kept so that identity reproduces the input), never before the launch call began.
@@ -84,11 +89,12 @@ def _previous_reach(code: np.ndarray, order: np.ndarray, end: np.ndarray) -> np.
 
 
 def _previous_on_stream(code: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The row before each row on its own stream (in ``order``), S.NONE for a stream's first."""
     prev = np.full(len(code), S.NONE, dtype=np.int64)
-    c = code[order]
-    same = np.zeros(len(order), dtype=bool)
-    same[1:] = c[1:] == c[:-1]
-    prev[order[1:][same[1:]]] = order[:-1][same[1:]]
+    by_stream = order[np.argsort(code[order], kind="stable")]
+    c = code[by_stream]
+    same = c[1:] == c[:-1]
+    prev[by_stream[1:][same]] = by_stream[:-1][same]
     return prev
 
 
@@ -132,7 +138,7 @@ def layout(trace: Any) -> Layout:
     linker = links.Linker(trace, code, codes)
     blocking, own = links.blocking_calls(trace)
     waits = [linker.sync_wait(int(c), str(calls[S.SYNC_KIND].iat[c]), own) for c in blocking]
-    deps = _dependencies(trace, linker)
+    deps = _dependencies(trace, linker, code, order)
     dep_end = np.full(len(gpu), np.iinfo(np.int64).min, dtype=np.int64)
     end = gpu[S.END].to_numpy()
     for row, awaited in deps.items():
@@ -141,7 +147,11 @@ def layout(trace: Any) -> Layout:
     # a kernel that waited on another stream follows that work by the origin's gap (identity stays exact)
     launch = gpu[S.LAUNCH].to_numpy()
     lend = np.where(launch >= 0, calls[S.END].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
-    dep_gap = np.where((dep_end > np.iinfo(np.int64).min) & ((launch < 0) | (lend <= dep_end)), ts - dep_end, 0)
+    # ... and the dependency's gap follows the stream's end where the row was queued behind its stream after the
+    # awaited work had ended (the time between is queueing, not the dependency's)
+    after = np.maximum(dep_end, np.where(_previous_on_stream(code, order) >= 0, _previous_reach(code, order, end),
+                                         np.iinfo(np.int64).min))
+    dep_gap = np.where((dep_end > np.iinfo(np.int64).min) & ((launch < 0) | (lend <= dep_end)), ts - after, 0)
     call_ts, call_end = calls[S.TS].to_numpy(), calls[S.END].to_numpy()
     waits = sorted(waits, key=lambda w: (int(call_end[w.call]), w.call))
     wait_origin = {w.call: (int(call_ts[w.call]), int(call_end[w.call])) for w in waits}
@@ -172,14 +182,41 @@ def schedule(trace: Any, dur_new: np.ndarray, clock: CpuClock | None = None,
     return start, breaks
 
 
-def _dependencies(trace: Any, linker: links.Linker) -> dict[int, list[int]]:
+def _dependencies(trace: Any, linker: links.Linker, code: np.ndarray, order: np.ndarray) -> dict[int, list[int]]:
+    """delayed row -> the rows its cudaStreamWaitEvents awaited, only dependencies the origin honoured. Where the
+    linked record had not ended when the delayed row started (links.py binds a wait to the thread's latest record:
+    DDP's reducer records one event per bucket as it launches it and waits on them all at the end of backward), the
+    wait is bound to what the origin shows it awaited: the latest work on another stream, launched by the waiting
+    thread before the wait, that ended after the delayed row's stream had drained and before the row started."""
     calls, gpu = trace.calls, trace.gpu
     ts, end = gpu[S.TS].to_numpy(), gpu[S.END].to_numpy()
     deps: dict[int, list[int]] = {}
+    late = []
     for call in np.flatnonzero((calls[S.SYNC_KIND] == "wait_event").to_numpy()):
         delayed, awaited = linker.wait_dependency(int(call))
-        if delayed != S.NONE and end[awaited] <= ts[delayed]:  # only dependencies the origin honoured
+        if delayed == S.NONE:
+            continue
+        if end[awaited] <= ts[delayed]:
             deps.setdefault(delayed, []).append(awaited)
+        else:
+            late.append((int(call), delayed))
+    if not late:
+        return deps
+    launch = gpu[S.LAUNCH].to_numpy()
+    has = launch >= 0
+    thread = np.where(has, calls[S.TID].to_numpy()[np.maximum(launch, 0)], -1)
+    launched = np.where(has, calls[S.TS].to_numpy()[np.maximum(launch, 0)], np.iinfo(np.int64).max)
+    by_end = np.argsort(end, kind="stable")
+    ends = end[by_end]
+    reach = _previous_reach(code, order, end)
+    call_tid, call_ts = calls[S.TID].to_numpy(), calls[S.TS].to_numpy()
+    for call, delayed in late:
+        lo = np.searchsorted(ends, reach[delayed], side="right")
+        hi = np.searchsorted(ends, ts[delayed], side="right")
+        cand = by_end[lo:hi]
+        cand = cand[(thread[cand] == call_tid[call]) & (launched[cand] < call_ts[call]) & (code[cand] != code[delayed])]
+        if len(cand):
+            deps.setdefault(delayed, []).append(int(cand[-1]))
     return deps
 
 
