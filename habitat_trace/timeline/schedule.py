@@ -210,13 +210,13 @@ def _dependencies(trace: Any, linker: links.Linker, code: np.ndarray, order: np.
     ends = end[by_end]
     reach = _previous_reach(code, order, end)
     call_tid, call_ts = calls[S.TID].to_numpy(), calls[S.TS].to_numpy()
-    for call, delayed in late:
-        lo = np.searchsorted(ends, reach[delayed], side="right")
-        hi = np.searchsorted(ends, ts[delayed], side="right")
+    for waiter, row in late:
+        lo = np.searchsorted(ends, reach[row], side="right")
+        hi = np.searchsorted(ends, ts[row], side="right")
         cand = by_end[lo:hi]
-        cand = cand[(thread[cand] == call_tid[call]) & (launched[cand] < call_ts[call]) & (code[cand] != code[delayed])]
+        cand = cand[(thread[cand] == call_tid[waiter]) & (launched[cand] < call_ts[waiter]) & (code[cand] != code[row])]
         if len(cand):
-            deps.setdefault(delayed, []).append(int(cand[-1]))
+            deps.setdefault(row, []).append(int(cand[-1]))
     return deps
 
 
