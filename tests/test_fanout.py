@@ -186,3 +186,15 @@ def test_dask_without_ranks_to_run_there_is_one_usage_line(command: str, tmp_pat
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and len(err.splitlines()) == 1, err
     assert err.startswith("error: --dask tcp://nowhere:8786: ") and str(DDP[0]) in err and "drop --dask" in err
+
+
+def test_compare_jobs_on_one_trace_is_one_usage_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """``compare TRACE --jobs N`` on one trace ran in one process and said nothing (only a directory's ranks are
+    spread over processes); now one usage line, as --dask."""
+    from habitat_trace.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", str(DDP[0]), "--to", "A100", "--jobs", "2"])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("error: --jobs 2: ") and str(DDP[0]) in err and "drop --jobs" in err

@@ -55,6 +55,9 @@ def report(trace: Path, to: Sequence[str], options: Options, prices: Sequence[st
     if dask and not files:
         raise UsageError(f"--dask {dask}: {trace} is not a directory of the ranks of one run, the only work compare "
                          "runs on a Dask cluster; drop --dask")
+    if jobs > 1 and not files:
+        raise UsageError(f"--jobs {jobs}: {trace} is not a directory of the ranks of one run, the only work compare "
+                         "spreads over processes (one trace is predicted in this one); drop --jobs")
     with progress(f"reading {Path(trace).name}") as step:
         unread: list[Any] = []
         if files:
