@@ -29,7 +29,7 @@ def test_unit_pace_is_the_same_clock(pair: Path) -> None:
     wins = J.windows(rank.tables)
     clock = rank.clock.clock
     t = np.sort(rank.tables.ops["ts_ns"].to_numpy())
-    assert (J.repaced(clock, wins, {}).__call__(t) == clock(t)).all()
+    assert (J.repaced(clock, wins, {})(t) == clock(t)).all()
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: p.name)

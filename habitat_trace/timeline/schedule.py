@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import derived
 from habitat_trace.timeline import links
@@ -45,11 +46,12 @@ class Breaks:
     new_end: np.ndarray  # its new end
 
 
-def _launch_latency(trace: Any, code: np.ndarray, order: np.ndarray,
-                    dep_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _launch_latency(trace: Any, code: np.ndarray, order: np.ndarray, dep_end: np.ndarray, reach: np.ndarray,
+                    on_stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(latency from launch end, gap to previous event on the stream) per GPU row; ``dep_end`` is the
     origin end of the cross-stream work each row waited for (a wait that outlasted the launch is
-    queueing too)."""
+    queueing too); ``reach`` and ``on_stream``: _previous_reach, and whether a row has a previous row on its
+    stream."""
     gpu, calls = trace.gpu, trace.calls
     ts, end = gpu[S.TS].to_numpy(), gpu[S.END].to_numpy()
     launch = gpu[S.LAUNCH].to_numpy()
@@ -63,8 +65,8 @@ def _launch_latency(trace: Any, code: np.ndarray, order: np.ndarray,
     # keeps its latency from its launch instead, as a row first on its stream does (GNMT on 64 SMs: 2.6% / -1.1% this
     # way, 9.9% / +29.7% with every row queued behind its own stream).
     known = dep_end > np.iinfo(np.int64).min
-    has_prev = np.where(known, _previous_on_stream(code, order), _previous_in_time(code, order)) >= 0
-    prev_end = np.maximum(_previous_reach(code, order, end), dep_end)
+    has_prev = np.where(known, on_stream, _previous_in_time(code, order) >= 0)
+    prev_end = np.maximum(reach, dep_end)
     gap = np.where(has_prev, ts - prev_end, 0)
     # The origin's own latency, negative when the launch call returned after the kernel had started
     # (common: kept so that identity reproduces the input), never before the launch call began.
@@ -80,14 +82,6 @@ def _launch_latency(trace: Any, code: np.ndarray, order: np.ndarray,
         lat = np.where(has, first[np.maximum(launch, 0)], 0)
     gap = np.where(queued | ~has, gap, np.minimum(gap, 0))
     return lat, gap
-
-
-def _dep_end(deps: dict[int, list[int]], end: np.ndarray) -> np.ndarray:
-    """Per GPU row, the latest origin end of the work it awaited (int64 min where none)."""
-    out = np.full(len(end), np.iinfo(np.int64).min, dtype=np.int64)
-    for row, awaited in deps.items():
-        out[row] = max(int(end[a]) for a in awaited)
-    return out
 
 
 def _previous_in_time(code: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -163,18 +157,20 @@ def layout(trace: Any) -> Layout:
     linker = links.Linker(trace, code, codes)
     blocking, own = links.blocking_calls(trace)
     waits = [linker.sync_wait(int(c), str(calls[S.SYNC_KIND].iat[c]), own) for c in blocking]
-    deps = _dependencies(trace, linker, code, order)
     end = gpu[S.END].to_numpy()
+    reach = _previous_reach(code, order, end)
+    deps = _dependencies(trace, linker, code, reach)
+    dep_end = np.full(len(gpu), np.iinfo(np.int64).min, dtype=np.int64)
+    for row, awaited in deps.items():
+        dep_end[row] = max(int(end[a]) for a in awaited)
+    lat, gap = _launch_latency(trace, code, order, dep_end, reach, _previous_on_stream(code, order) >= 0)
+    # a kernel that waited on another stream follows that work by the origin's gap (identity stays exact), measured
+    # from its stream's end where the row was queued behind its stream after the awaited work had ended (the time
+    # between is queueing, not the dependency's; a stream's first row has reach 0)
     launch = gpu[S.LAUNCH].to_numpy()
     lend = np.where(launch >= 0, calls[S.END].to_numpy()[np.maximum(launch, 0)] if len(calls) else 0, 0)
-    dep_end = _dep_end(deps, end)
-    lat, gap = _launch_latency(trace, code, order, dep_end)
-    # a kernel that waited on another stream follows that work by the origin's gap (identity stays exact)
-    # ... and the dependency's gap follows the stream's end where the row was queued behind its stream after the
-    # awaited work had ended (the time between is queueing, not the dependency's)
-    after = np.maximum(dep_end, np.where(_previous_on_stream(code, order) >= 0, _previous_reach(code, order, end),
-                                         np.iinfo(np.int64).min))
-    dep_gap = np.where((dep_end > np.iinfo(np.int64).min) & ((launch < 0) | (lend <= dep_end)), ts - after, 0)
+    dep_gap = np.where((dep_end > np.iinfo(np.int64).min) & ((launch < 0) | (lend <= dep_end)),
+                       ts - np.maximum(dep_end, reach), 0)
     call_ts, call_end = calls[S.TS].to_numpy(), calls[S.END].to_numpy()
     waits = sorted(waits, key=lambda w: (int(call_end[w.call]), w.call))
     wait_origin = {w.call: (int(call_ts[w.call]), int(call_end[w.call])) for w in waits}
@@ -205,7 +201,7 @@ def schedule(trace: Any, dur_new: np.ndarray, clock: CpuClock | None = None,
     return start, breaks
 
 
-def _dependencies(trace: Any, linker: links.Linker, code: np.ndarray, order: np.ndarray) -> dict[int, list[int]]:
+def _dependencies(trace: Any, linker: links.Linker, code: np.ndarray, reach: np.ndarray) -> dict[int, list[int]]:
     """delayed row -> the rows its cudaStreamWaitEvents awaited, only dependencies the origin honoured. Where the
     linked record had not ended when the delayed row started, and the wait was on a collective (links.py binds a
     wait to the thread's latest record, but c10d's Work records one event per collective as it launches it and is
@@ -233,9 +229,8 @@ def _dependencies(trace: Any, linker: links.Linker, code: np.ndarray, order: np.
     launched = np.where(has, calls[S.TS].to_numpy()[np.maximum(launch, 0)], np.iinfo(np.int64).max)
     by_end = np.argsort(end, kind="stable")
     ends = end[by_end]
-    reach = _previous_reach(code, order, end)
     call_tid, call_ts = calls[S.TID].to_numpy(), calls[S.TS].to_numpy()
-    collective = (gpu[S.KCLASS] == "nccl").to_numpy() if S.KCLASS in gpu else np.zeros(len(gpu), dtype=bool)
+    collective = (gpu[S.KCLASS] == K.NCCL).to_numpy()
     for waiter, row in late:
         lo = np.searchsorted(ends, reach[row], side="right")
         hi = np.searchsorted(ends, ts[row], side="right")
