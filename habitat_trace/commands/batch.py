@@ -131,7 +131,8 @@ def _in_process(work: list[Unit], options: Options, paths: dict[tuple[Path, str]
                 step: Callable[[str], None]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for unit in work:
-        result = scale_unit(unit, options, paths, raise_errors=one_file, say=step)
+        result = scale_unit(unit, options, paths, raise_errors=one_file, say=step,
+                            spare_cpu=(os.cpu_count() or 1) > 1)
         rows += result.rows
         if result.interrupted:
             raise Interrupted(rows, _exit_code(result.interrupted))
@@ -140,16 +141,28 @@ def _in_process(work: list[Unit], options: Options, paths: dict[tuple[Path, str]
 
 def scale_unit(unit: Unit, options: Options, paths: dict[tuple[Path, str], Path],
                on_row: Optional[Callable[[dict[str, Any]], Any]] = None, raise_errors: bool = False,
-               stop: Any = None, say: Callable[[str], None] = log.info) -> UnitResult:
+               stop: Any = None, say: Callable[[str], None] = log.info, spare_cpu: bool = False) -> UnitResult:
     """Load the unit's run, and write each rank on each of its targets (stopping before a write once ``stop`` is
     set); its rows. Errors of the input are a row each (raised with ``raise_errors``). A signal that lands after a
-    write's rename still counts that output as written (it is whole: the rename is atomic). ``say``: each step."""
-    from habitat_trace.emit.writer import write_trace
+    write's rename still counts that output as written (it is whole: the rename is atomic). ``say``: each step.
+    ``spare_cpu``: a CPU no other worker uses, on which each trace is compressed and written while the next target
+    is predicted (emit.writer.WriteBehind)."""
+    from habitat_trace.emit.writer import WriteBehind
     from habitat_trace.pipeline import Run
     from habitat_trace.pipeline.document import target_document
 
     rows: list[dict[str, Any]] = []
-    pending: Optional[tuple[Any, Any, Path, Any]] = None  # the write in progress: base, replay, path, its old stamp
+    single = len(unit.files) == 1
+    behind = WriteBehind(enabled=spare_cpu)
+    pending: Optional[tuple[Any, Any, Path, Any]] = None  # the latest write: base, replay, path, its old stamp
+
+    def written(b: Any, rr: Any) -> Callable[[Path], None]:
+        def done(path: Path) -> None:
+            rows.append(output_row(b, rr, path, single))
+            if on_row is not None:
+                on_row(rows[-1])
+        return done
+
     try:
         say(f"reading {', '.join(f.name for f in unit.files)}")
         run = Run.open(unit.files, options)
@@ -159,24 +172,36 @@ def scale_unit(unit: Unit, options: Options, paths: dict[tuple[Path, str], Path]
             replay = run.replay(target)
             for b, rr in zip(base.ranks, replay.ranks):
                 if stop is not None and stop.is_set():
+                    _finish(behind.abort())
                     return UnitResult(rows, "SIGINT")
                 path = paths[(rr.tables.path, target.name)]
                 say(f"{target.name}: writing {'stdout' if str(path) == '-' else path.name}")
                 pending = (b, rr, path, _stamp(path))
-                rows.append(output_row(b, rr, write_trace(target_document(rr), path), len(unit.files) == 1))
-                pending = None
-                if on_row is not None:
-                    on_row(rows[-1])
+                behind.submit(target_document(rr), path, written(b, rr))
+        behind.drain()
     except HabitatTraceError as exc:
+        try:  # the write in flight is an earlier target's, whole: it lands
+            behind.drain()
+        except HabitatTraceError:
+            pass  # the first error is the one reported
         if raise_errors:
             raise
         return UnitResult(rows + error_rows(list(unit.files), str(exc), exc.exit_code))
     except (KeyboardInterrupt, SystemExit) as exc:
-        recorded = bool(rows) and rows[-1].get("output") == str(pending[2] if pending else None)
+        # a write that reached its rename before the signal is whole (the rename is atomic): it counts as written;
+        # one behind that had not is never renamed into place (WriteBehind.abort)
+        _finish(behind.abort())
+        recorded = any(r.get("output") == str(pending[2]) for r in rows) if pending else True
         if pending is not None and not recorded and _stamp(pending[2]) not in (None, pending[3]):
-            rows.append(output_row(pending[0], pending[1], pending[2], len(unit.files) == 1))
+            rows.append(output_row(pending[0], pending[1], pending[2], single))
         return UnitResult(rows, "SIGINT" if isinstance(exc, KeyboardInterrupt) else "SIGTERM")
     return UnitResult(rows)
+
+
+def _finish(pending: Optional[tuple[Path, Callable[[Path], Any]]]) -> None:
+    """Record a write behind that was in place when the unit stopped."""
+    if pending is not None:
+        pending[1](pending[0])
 
 
 def output_row(base: Any, rr: Any, written: Path, single: bool) -> dict[str, Any]:
@@ -238,12 +263,12 @@ def _worker_signal(signum: int, frame: object) -> None:
         raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
 
 
-def _pool_unit(unit: Unit, options: Options, paths: dict[tuple[Path, str], Path]) -> UnitResult:
+def _pool_unit(unit: Unit, options: Options, paths: dict[tuple[Path, str], Path], spare_cpu: bool) -> UnitResult:
     if _WORKER["stop"].is_set():
         return UnitResult([], "SIGINT")
     _WORKER["busy"], _WORKER["hit"] = True, False
     try:
-        return scale_unit(unit, options, paths, stop=_WORKER["stop"])
+        return scale_unit(unit, options, paths, stop=_WORKER["stop"], spare_cpu=spare_cpu)
     finally:
         _WORKER["busy"] = False
 
@@ -256,7 +281,8 @@ def _in_pool(work: list[Unit], options: Options, paths: dict[tuple[Path, str], P
     stop, pids = multiprocessing.Event(), multiprocessing.SimpleQueue()  # type: Any, Any
     results: dict[int, UnitResult] = {}
     with ProcessPoolExecutor(max_workers=n, initializer=_worker_init, initargs=(stop, pids)) as pool:
-        futures = {pool.submit(_pool_unit, u, options, paths): i for i, u in enumerate(work)}
+        spare = (os.cpu_count() or 1) >= 2 * n  # a CPU for each worker's writes too
+        futures = {pool.submit(_pool_unit, u, options, paths, spare): i for i, u in enumerate(work)}
         try:
             for fut in as_completed(futures):
                 results[futures[fut]] = res = fut.result()

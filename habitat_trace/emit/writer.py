@@ -4,9 +4,12 @@ Emit decides nothing: which events change, to what, and what the header says com
 int64 ns inside and written as µs with exactly three decimals (``orjson.Fragment``), so a trace scaled to its own
 GPU re-reads to the same nanoseconds. Only events whose times changed and GPU events (whose args gain
 ``habitat_origin_dur_us``, ``habitat_method`` and ``habitat_reason``) change: copied where the input's event dicts are
-shared (a small trace's, kept parsed), changed in place where they were parsed for this write alone. The output is streamed: the top-level keys, then the events one chunk at a time (re-parsed from the
-input's bytes), so the whole output never sits in memory; the file appears atomically (temp file + rename), its
-bytes those of ``orjson.dumps`` of the whole document.
+shared (a small trace's, kept parsed), changed in place where they were parsed for this write alone. The output is
+streamed: the top-level keys, then the events one chunk at a time (re-parsed from the input's bytes), so the whole
+output never sits in memory; the file appears atomically (temp file + rename), its bytes those of ``orjson.dumps`` of
+the whole document. A small document written again (scale --to all) is formatted from a template of its events
+(``_templated``: the same bytes), and ``WriteBehind`` compresses and writes one trace on a thread while the caller
+predicts the next.
 
 Output paths (``write_pieces``): ``-`` is stdout (never gzipped); an existing character device or FIFO
 (``/dev/null``, a named pipe) is opened and written like a shell redirect, never replaced; a block device or
@@ -16,19 +19,23 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import secrets
+import signal
 import stat
 import sys
+import threading
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import numpy as np
 import orjson
 
 from habitat_trace.errors import OutputError, TraceFormatError
 from habitat_trace.ingest.columns import NO_TIME
-from habitat_trace.ingest.events import event_chunks, fresh_dicts
+from habitat_trace.ingest.events import Events, event_chunks, fresh_dicts
 from habitat_trace.ingest.reader import GZIP_MAGIC
 from habitat_trace.ingest.trace import gc_paused
 from habitat_trace.pipeline.document import OCCUPANCY_KEYS, Rewrite, TargetDocument
@@ -50,13 +57,18 @@ def us_text(ns: int) -> bytes:
     return f"{'-' if ns < 0 else ''}{q}.{r:03d}".encode()
 
 
-def us_fragments(ns: np.ndarray) -> list[orjson.Fragment]:
-    """``us_text`` for an int64 array, as orjson Fragments (one bytes-format per number: the hot path)."""
+def us_texts(ns: np.ndarray) -> list[bytes]:
+    """``us_text`` for an int64 array (one bytes-format per number: the hot path)."""
     a = np.abs(ns)
-    texts = [b"%d.%03d" % qr for qr in zip((a // 1000).tolist(), (a % 1000).tolist())]
+    texts = list(map(b"%d.%03d".__mod__, zip((a // 1000).tolist(), (a % 1000).tolist())))
     for i in np.flatnonzero(ns < 0).tolist():
         texts[i] = b"-" + texts[i]
-    return list(map(orjson.Fragment, texts))
+    return texts
+
+
+def us_fragments(ns: np.ndarray) -> list[orjson.Fragment]:
+    """``us_text`` for an int64 array, as orjson Fragments."""
+    return list(map(orjson.Fragment, us_texts(ns)))
 
 
 def is_stdout(out: Path) -> bool:
@@ -125,11 +137,17 @@ def _annotate(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
     """The GPU events' args: the origin's duration, the method and reason, the target's occupancy statistics (the
     events themselves are _retime's: copied there when ``copy``)."""
     lo, hi = np.searchsorted(r.gpu_ev, [first, first + len(events)])
+    for i, args in _gpu_args(r, lo, hi, lambda i: events[i - first].get("args"), copy):
+        events[i - first]["args"] = args
+
+
+def _gpu_args(r: Rewrite, lo: int, hi: int, args_of: Any, copy: bool) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(event index, args as written) of GPU rows ``lo`` .. ``hi - 1``; ``args_of(event index)``: its args as read
+    (copied before they change when ``copy``)."""
     occ = [a[lo:hi].tolist() for a in r.occupancy] if r.occupancy is not None else None
-    for j, (i, od, m, why) in enumerate(zip((r.gpu_ev[lo:hi] - first).tolist(), us_fragments(r.old_dur[lo:hi]),
+    for j, (i, od, m, why) in enumerate(zip(r.gpu_ev[lo:hi].tolist(), us_fragments(r.old_dur[lo:hi]),
                                             r.method[lo:hi].tolist(), r.reason[lo:hi].tolist())):
-        e = events[i]
-        a = e.get("args")
+        a = args_of(i)
         args = (dict(a) if copy else a) if isinstance(a, dict) else {}
         if occ is not None and occ[3][j]:
             for key, values in zip(OCCUPANCY_KEYS, occ):
@@ -141,7 +159,7 @@ def _annotate(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
             args["habitat_reason"] = str(why)
         else:  # the input may be a trace we wrote: its reason is not this prediction's
             args.pop("habitat_reason", None)
-        e["args"] = args
+        yield i, args
 
 
 def pieces(document: TargetDocument) -> Iterator[bytes | memoryview]:
@@ -152,6 +170,11 @@ def pieces(document: TargetDocument) -> Iterator[bytes | memoryview]:
     doc["traceEvents"] = orjson.Fragment(EVENTS_MARK)
     head, tail = _dumps(doc, document.source, "the top-level keys").split(EVENTS_MARK)
     yield head + b"["
+    body = _templated(document)
+    if body is not None:
+        yield body
+        yield b"]" + tail
+        return
     sep = b""
     copy = not fresh_dicts(document.events)  # a large trace's chunks are parsed for this write alone
     for first, events in event_chunks(document.events, WRITE_CHUNK_BYTES):
@@ -163,6 +186,145 @@ def pieces(document: TargetDocument) -> Iterator[bytes | memoryview]:
             yield memoryview(dumped)[1:-1]  # the chunk without its list's brackets
             sep = b","
     yield b"]" + tail
+
+
+# --- a kept document written again (scale --to all: one trace, 52 targets) ---------------------------------------
+# From its second write on, a document whose events are kept parsed (ingest.events.KEEP_PARSED_BYTES) is written
+# from a template made once: its events dumped with a marker (_MARK: kind, event index) where _retime and _annotate
+# put their values (each time; each GPU event's occupancy keys it has, and its habitat_method, which the optional
+# habitat_reason follows as the args' last key; habitat_origin_dur_us is the origin's, the same for every target),
+# split into the static JSON between the markers. A write formats the values and joins them with the static pieces:
+# the same bytes as dumping the rewritten events (tests/test_emit_template.py: every catalog target of real traces),
+# without copying and dumping every event per target. The template is made for one set of GPU rows and origin
+# durations; a rewrite of other ones (tables retimed in memory share the events) or a time set on an event without
+# that key is written the plain way, as is a trace whose GPU args already hold our keys (a trace we wrote).
+_MARK = re.compile(rb"\x00([TDXYZM])(\d+)\x00")
+_OCC_MARKS = (b"X", b"Y", b"Z")  # OCCUPANCY_KEYS, in order
+TEMPLATE_KEY = "emit.writer.template"
+
+
+@dataclass(frozen=True)
+class _Template:
+    statics: list[bytes]  # the JSON around the slots: one more than the slots
+    texts: np.ndarray  # per slot, object: the value as read (a time's, an occupancy key's; None for a method)
+    ts_slot: np.ndarray  # per event: the slot of its "ts", -1 without one
+    dur_slot: np.ndarray  # the same for "dur"
+    occ_slots: tuple[tuple[np.ndarray, np.ndarray], ...]  # per occupancy key: (slots, their GPU rows)
+    method_slot: np.ndarray  # per GPU row: the slot of its habitat_method (and habitat_reason)
+    gpu_ev: np.ndarray  # the GPU rows' event indices it was made for
+    old_dur: np.ndarray  # and their origin durations
+
+
+def _templated(document: TargetDocument) -> Optional[bytes]:
+    """The event array's inner JSON written from the kept document's template (made at its second write); None
+    where it does not apply (above)."""
+    events = document.events
+    if not isinstance(events, Events) or not events.shares_dicts:
+        return None
+    memo = events.derived
+    if TEMPLATE_KEY not in memo:
+        memo[TEMPLATE_KEY] = None  # the first write: plain
+        return None
+    if memo[TEMPLATE_KEY] is None:
+        r = document.rewrite
+        memo[TEMPLATE_KEY] = _make_template([e for _, chunk in event_chunks(events) for e in chunk], r.gpu_ev,
+                                            r.old_dur) or False
+    return _fill(memo[TEMPLATE_KEY], document.rewrite) if memo[TEMPLATE_KEY] else None
+
+
+def _make_template(events: list[Any], gpu_ev: np.ndarray, old_dur: np.ndarray) -> Optional[_Template]:
+    n = len(events)
+    gpu_row = np.full(n, -1, dtype=np.int64)
+    gpu_row[gpu_ev] = np.arange(len(gpu_ev))
+    od = dict(zip(np.asarray(gpu_ev).tolist(), us_fragments(old_dur)))
+    marked: list[Any] = []
+    for i, e in enumerate(events):
+        if not isinstance(e, dict):
+            if gpu_row[i] >= 0:
+                return None
+            marked.append(e)
+            continue
+        m = dict(e)
+        if "ts" in m:
+            m["ts"] = orjson.Fragment(b"\x00T%d\x00" % i)
+        if "dur" in m:
+            m["dur"] = orjson.Fragment(b"\x00D%d\x00" % i)
+        if gpu_row[i] >= 0:
+            a = m.get("args")
+            args = dict(a) if isinstance(a, dict) else {}
+            if any(k.startswith("habitat_") for k in args):
+                return None
+            for key, mark in zip(OCCUPANCY_KEYS, _OCC_MARKS):
+                if key in args:
+                    args[key] = orjson.Fragment(b"\x00%s%d\x00" % (mark, i))
+            args["habitat_origin_dur_us"] = od[i]
+            args["habitat_method"] = orjson.Fragment(b"\x00M%d\x00" % i)
+            m["args"] = args
+        marked.append(m)
+    parts = _MARK.split(orjson.dumps(marked)[1:-1])
+    kinds, rows = np.array(parts[1::3], dtype=object), np.array([int(x) for x in parts[2::3]], dtype=np.int64)
+    texts = np.empty(len(rows), dtype=object)
+    slot_of = {}
+    fields: list[tuple[bytes, Optional[str]]] = [(b"T", "ts"), (b"D", "dur"), *zip(_OCC_MARKS, OCCUPANCY_KEYS),
+                                                  (b"M", None)]
+    for mark, name in fields:
+        at = np.flatnonzero(kinds == mark)
+        slot_of[mark] = at
+        if name in ("ts", "dur"):
+            texts[at] = [orjson.dumps(events[i][name]) for i in rows[at].tolist()]
+        elif name is not None:
+            texts[at] = [orjson.dumps(events[i]["args"][name]) for i in rows[at].tolist()]
+    ts_slot, dur_slot = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    ts_slot[rows[slot_of[b"T"]]] = slot_of[b"T"]
+    dur_slot[rows[slot_of[b"D"]]] = slot_of[b"D"]
+    method_slot = np.full(len(gpu_ev), -1, dtype=np.int64)
+    method_slot[gpu_row[rows[slot_of[b"M"]]]] = slot_of[b"M"]
+    occ = tuple((slot_of[k], gpu_row[rows[slot_of[k]]]) for k in _OCC_MARKS)
+    return _Template(parts[0::3], texts, ts_slot, dur_slot, occ, method_slot, np.asarray(gpu_ev).copy(),
+                     np.asarray(old_dur).copy())
+
+
+def _fill(t: _Template, r: Rewrite) -> Optional[bytes]:
+    if not (np.array_equal(t.gpu_ev, r.gpu_ev) and np.array_equal(t.old_dur, r.old_dur)):
+        return None
+    ts_at = t.ts_slot[r.rows]
+    dur = r.dur[r.rows]
+    timed = dur != NO_TIME
+    dur_at = t.dur_slot[r.rows[timed]]
+    if (ts_at < 0).any() or (dur_at < 0).any():
+        return None  # _retime would add the key: the plain write
+    values = t.texts.copy()
+    values[ts_at] = us_texts(r.ts[r.rows])
+    values[dur_at] = us_texts(dur[timed])
+    if r.occupancy is not None:
+        changed = np.asarray(r.occupancy[3], dtype=bool)
+        for (at, j), column in zip(t.occ_slots, r.occupancy):
+            new = _json_items(column[j])
+            if new is None:
+                return None
+            keep = ~changed[j]
+            new[keep] = values[at][keep]
+            values[at] = new
+    said: dict[tuple[Any, Any], bytes] = {}  # a few methods and reasons, over every GPU row
+    for pair in zip(r.method.tolist(), r.reason.tolist()):
+        if pair not in said:
+            m, why = pair
+            said[pair] = orjson.dumps(str(m)) + (b',"habitat_reason":' + orjson.dumps(str(why)) if why else b"")
+    values[t.method_slot] = list(map(said.__getitem__, zip(r.method.tolist(), r.reason.tolist())))
+    out: list[bytes] = [b""] * (2 * len(values) + 1)
+    out[0::2] = t.statics
+    out[1::2] = values.tolist()
+    return b"".join(out)
+
+
+def _json_items(column: np.ndarray) -> Optional[np.ndarray]:
+    """Each number's JSON text as orjson writes it in a dict (object array); None for a non-numeric column."""
+    if column.dtype.kind not in "biuf":
+        return None
+    items = orjson.dumps(column.tolist())[1:-1].split(b",") if len(column) else []
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
 
 
 def _dumps(value: Any, path: Path, what: str) -> bytes:
@@ -190,13 +352,114 @@ def write_trace(document: TargetDocument, out: Path) -> Path:
         return write_pieces(pieces(document), out)
 
 
+class _Aborted(Exception):
+    """A write behind (WriteBehind) stopped before its rename."""
+
+
+class _Gate:
+    """The rename of a write behind, against its abort: under one lock, so a write is either renamed into place
+    before the abort or never."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def rename(self, tmp: str, target: Path) -> None:
+        with self._lock:
+            if self._stopped:
+                raise _Aborted
+            os.replace(tmp, target)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+
+
+class WriteBehind:
+    """Target traces of a small document (its events kept parsed: ``behind``) written on a thread behind the caller,
+    one at a time: a trace's bytes are made here (Python), its compression and the file's writes run on the thread
+    while the caller predicts the next target (zlib's deflate and the writes release the GIL: scale --to all of a
+    16k-event trace spends 39 ms a target in zlib at level 6). A large document, stdout or a device is written in
+    place, as ``write_trace`` does. ``submit(document, out, done)``: ``done(out)`` runs in the caller's thread once
+    the file is in place (in a later ``submit`` or in ``drain``), the write's error is raised there; ``abort()``
+    (on an interrupt): a write in flight is renamed into place only if it got there before the abort (the gate),
+    and returns whether it did (its ``done`` is the caller's to run then)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled  # False: every write in place (no spare CPU for the thread)
+        self._thread: Optional[threading.Thread] = None
+        self._finished = threading.Event()
+        self._gate = _Gate()
+        self._out: Optional[tuple[Path, Callable[[Path], Any]]] = None
+        self._error: Optional[BaseException] = None
+
+    @staticmethod
+    def behind(document: TargetDocument, out: Path) -> bool:
+        return (isinstance(document.events, Events) and document.events.shares_dicts and not is_stdout(out)
+                and not _special(out))
+
+    def submit(self, document: TargetDocument, out: Path, done: Callable[[Path], Any]) -> None:
+        self.drain()
+        out = Path(out)
+        if not (self.enabled and self.behind(document, out)):
+            done(write_trace(document, out))
+            return
+        check_output(out, (document.source,))
+        with gc_paused():  # one piece: each call on the thread takes the GIL back (up to a switch interval, 5 ms)
+            data = [b"".join(pieces(document))]
+        self._out, self._error = (out, done), None
+        self._finished = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(data, out, self._finished), name="habitat-write",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, data: list[bytes | memoryview], out: Path, finished: threading.Event) -> None:
+        try:
+            if hasattr(signal, "pthread_sigmask"):  # Ctrl-C and SIGTERM go to the main thread, waiting in _wait: a
+                # signal the kernel handed to this thread would wake it only once this write had landed
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            write_pieces(iter(data), out, gate=self._gate)
+        except BaseException as exc:  # raised in the caller's thread by drain()
+            self._error = exc
+        finally:
+            finished.set()
+
+    def _wait(self) -> tuple[Optional[tuple[Path, Callable[[Path], Any]]], Optional[BaseException]]:
+        # an Event, not Thread.join: a join that a signal interrupts marks the thread stopped while it still runs
+        # (CPython 3.11, threading._wait_for_tstate_lock), and the next join returns at once
+        self._finished.wait()
+        self._thread, pending, error = None, self._out, self._error
+        self._out = self._error = None
+        return pending, error
+
+    def drain(self) -> None:
+        """Wait for the write in flight; run its ``done`` (or raise its error)."""
+        if self._thread is None:
+            return
+        pending, error = self._wait()
+        if error is not None:
+            raise error
+        if pending is not None:
+            pending[1](pending[0])
+
+    def abort(self) -> Optional[tuple[Path, Callable[[Path], Any]]]:
+        """Stop: the write in flight is not renamed into place unless it already was; returns (path, done) of a
+        write that was, None otherwise."""
+        self._gate.stop()
+        if self._thread is None:
+            return None
+        pending, error = self._wait()
+        return pending if error is None else None
+
+
 def write_bytes(data: bytes, out: Path, gzipped: bool = False) -> Path:
     """Write JSON bytes to ``out`` atomically (gzip when it ends with .gz, unless ``data`` already is
     gzip); returns ``out``."""
     return write_pieces(iter([data]), out, gzipped)
 
 
-def write_pieces(data: Iterable[bytes | memoryview], out: Path, gzipped: bool = False) -> Path:
+def write_pieces(data: Iterable[bytes | memoryview], out: Path, gzipped: bool = False,
+                 gate: Optional["_Gate"] = None) -> Path:
     """Write the concatenated ``data`` to ``out`` (gzip when ``out`` ends with .gz, unless ``data`` already
     is gzip). A regular file appears atomically: a temp file beside it, renamed when complete, removed on any
     error or signal that unwinds (Ctrl-C; the CLI turns SIGTERM into SystemExit). ``-`` is stdout; an existing
@@ -229,7 +492,10 @@ def write_pieces(data: Iterable[bytes | memoryview], out: Path, gzipped: bool = 
         with os.fdopen(fd, "wb") as fh:
             _copy(data, fh, gz)
         os.chmod(tmp, 0o666 & ~_umask())  # made 0600 like mkstemp's; the output is an ordinary file
-        os.replace(tmp, target)
+        if gate is None:
+            os.replace(tmp, target)
+        else:
+            gate.rename(tmp, target)
     except BaseException as exc:
         if tmp:
             Path(tmp).unlink(missing_ok=True)

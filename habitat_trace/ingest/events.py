@@ -65,6 +65,8 @@ class Events(Sequence[Any]):
         self._chunk_bytes = chunk_bytes or CHUNK_BYTES
         self._counts: dict[bytes, int] = {}
         self._kept: list[tuple[int, list[Any]]] | None = None  # the parsed chunks of a small document
+        # what a reader derives once from a kept document's events (emit.writer's template), by its key
+        self.derived: dict[str, Any] = {}
 
     def __len__(self) -> int:
         return len(self._starts)
