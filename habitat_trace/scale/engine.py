@@ -19,6 +19,7 @@ import pandas as pd
 from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import KernelTables as Tables
+from habitat_trace.ingest.trace import derived
 from habitat_trace.scale import collective, crossarch, learned, vendor, wave
 from habitat_trace.scale.facts import (LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_GAMMA_WITHOUT_SHAPES, ELEMENT_BYTES,
                                        costs, gemm_kernel_shapes, in_place_bytes, kernel_facts, name_matches,
@@ -175,30 +176,42 @@ def cross_chip_work(trace: Tables, facts: KernelFacts) -> crossarch.Work:
     """What crossarch.predict_ns needs of each GPU event. Library kernels (cuBLAS, cuDNN, flash attention) carry their
     op's FLOPs and bytes on their pipe; ATen's own CUDA kernels of library ops (depthwise convolutions) run the same
     code on every GPU, on the CUDA cores; every other kernel streams its op's bytes (its time share of them). Where
-    the op recorded no shapes the class default shares stand in (crossarch.Work)."""
+    the op recorded no shapes the class default shares stand in (crossarch.Work). All but the target's pipe and
+    operand width is the trace's alone: built once per trace (Tables.derived), for every target."""
+    work, native = derived(trace, _cross_chip_origin_work)
+    return replace(work, pipe_target=np.where(native, "fp32", facts.pipe_target).astype(object),
+                   width=np.where(native, 1.0, facts.width))
+
+
+def _cross_chip_origin_work(trace: Tables) -> tuple[crossarch.Work, np.ndarray]:
+    """cross_chip_work without the target's pipe and width (left as the origin's), and the ATen-native mask."""
     g = trace.gpu
     library = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES)
     native = library & name_matches(g[S.NAME], ATEN_NATIVE)
     op = g[S.OP].to_numpy()
     helper = ~library & pd.Series(library).groupby(op).transform("any").to_numpy() & (op >= 0)
-    _, op_bytes, _ = costs(trace)
+    flops, op_bytes, pipes = costs(trace)
     op_bytes = op_bytes + in_place_bytes(trace)  # an in-place op writes its self tensor back
-    nbytes = np.where(library, facts.nbytes, time_share_in_op(g, library_only=False) * op_bytes)
+    share = time_share_in_op(g)  # kernel_facts' FLOPs and bytes of a library kernel: its share of its op's
+    nbytes = np.where(library, share * costs(trace)[1], time_share_in_op(g, library_only=False) * op_bytes)
     # a helper kernel of a library op is mostly a layout transform (cuDNN's nchwToNhwc/nhwcToNchw around an NHWC
     # kernel): it reads and writes the op's activations once, 2 x the op's bytes over its helpers by time share
     dur = np.where(helper, g[S.DUR].to_numpy(), 0).astype(np.float64)
     helper_total = pd.Series(dur).groupby(op).transform("sum").to_numpy()
     nbytes = np.where(helper, 2.0 * op_bytes * dur / np.maximum(helper_total, 1.0), nbytes)
-    pipe = np.where(native, "fp32", facts.pipe).astype(object)
-    pipe_t = np.where(native, "fp32", facts.pipe_target).astype(object)
+    pipe = np.where(native, "fp32", np.array(pipes, dtype=object)).astype(object)
     rows, bmnk, _ = gemm_kernel_shapes(trace, np.ones(len(g), dtype=bool))
     tiles = np.full(len(g), np.nan)
     tiles[rows] = crossarch.gemm_tiles(bmnk[0], bmnk[1], bmnk[2], pipe[rows] != "fp32")
-    return crossarch.Work(t_origin=g[S.DUR].to_numpy().astype(np.float64), flops=np.where(library, facts.flops, 0.0),
-                          nbytes=nbytes, pipe=pipe, pipe_target=pipe_t, width=np.where(native, 1.0, facts.width),
-                          tiles=tiles, memory_default=np.where(library, LIBRARY_GAMMA_WITHOUT_SHAPES,
-                                                               STREAMING_GAMMA_WITHOUT_SHAPES),
+    work = crossarch.Work(t_origin=g[S.DUR].to_numpy().astype(np.float64),
+                          flops=np.where(library, share * flops, 0.0), nbytes=nbytes, pipe=pipe, pipe_target=pipe,
+                          width=np.ones(len(g)), tiles=tiles,
+                          memory_default=np.where(library, LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_GAMMA_WITHOUT_SHAPES),
                           compute_default=np.where(library, crossarch.COMPUTE_SHARE_WITHOUT_SHAPES, 0.0))
+    for a in (work.t_origin, work.flops, work.nbytes, work.pipe, work.tiles, work.memory_default,
+              work.compute_default, native):
+        a.setflags(write=False)  # shared by every target's prediction
+    return work, native
 
 
 def _rate_warnings(origin: GpuSpec, target: GpuSpec, work: crossarch.Work) -> tuple[str, ...]:
