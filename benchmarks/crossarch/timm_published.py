@@ -1,12 +1,13 @@
 """Mixed precision across GPU generations (issue 25): `habitat-trace compare` from our H100 and H200 traces of timm's
 dev models against timm's own published inference tables (RTX 4090, 5090, 3090; RTX PRO 6000 Blackwell Max-Q).
 
-    python benchmarks/crossarch/timm_published.py [--shared ../shared] [--h200 DIR] [--h200-b2048 DIR] [--sweep]
+    python benchmarks/crossarch/timm_published.py [--shared ../shared] [--h200 DIR] [--h200-b2048 DIR]
+        [--h100-b2048 DIR] [--sweep]
 
 Data (../shared/data/timm-published, README there): timm's benchmark.py figures (AMP fp16, NCHW, inference, batch 1024
 or 768; the Max-Q table at batch 2048), dev models only; our H100 traces of them at the 4090 table's batch and image
-size. `--h200` (batch 1024) and `--h200-b2048` are our H200 recordings (benchmarks/collect/collect_timm.py; not kept in
-the repository, ~6 and ~11 minutes to record on an H200). A prediction is compare's iteration time for the target
+size. `--h200` (batch 1024) and `--h200-b2048` are our H200 recordings, `--h100-b2048` our H100 one at batch 2048
+(benchmarks/collect/collect_timm.py; not kept in the repository, ~6 and ~11 minutes to record on an H200). A prediction is compare's iteration time for the target
 (`iteration_ms`, what the CLI prints), its error is against the published `infer_step_time` of the same model, image
 size and batch. Beside it, two baselines: "no change" (the origin's own step, as if the GPUs were equal) and "wave law"
 (this tool before issue 25: the wave law with per-SM datasheet peaks across chips).
@@ -191,6 +192,7 @@ def main() -> None:
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
     ap.add_argument("--h200", type=Path, default=None, help="our H200 traces at batch 1024 (collect_timm.py)")
     ap.add_argument("--h200-b2048", type=Path, default=None, help="our H200 traces at batch 2048 (the Max-Q table)")
+    ap.add_argument("--h100-b2048", type=Path, default=None, help="our H100 traces at batch 2048 (the Max-Q table)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--sweep", action="store_true", help="leave-one-GPU/family-out choice of crossarch.P")
     ap.add_argument("--reparam", type=Path, default=None,
@@ -205,6 +207,8 @@ def main() -> None:
         runs["H200"] = a.h200
     if a.h200_b2048 is not None:
         runs["H200 (batch 2048)"] = a.h200_b2048
+    if a.h100_b2048 is not None:
+        runs["H100 (batch 2048)"] = a.h100_b2048
     pred = pd.concat([predict_set(n, f, B2048_TARGETS if "2048" in n else B1024_TARGETS, True)
                       for n, f in runs.items()], ignore_index=True)
     m = score(pred, pub)
