@@ -11,8 +11,14 @@ fitted: the peers' median is the reference, and only slowness beyond it is taken
 
     python benchmarks/joint_pace_eval.py clip DIR... > pace.log   # DIR: one run's rank traces, as scaleout_eval reads
 
+``floor`` brings each window to the fastest rank-step's pace instead of the median's (the lower envelope: host noise
+only adds time); a ``single`` DIR (the one-GPU trace) is repaced over its own steps. 2026-11-27, the six host
+sessions: floor took the one-GPU origin rows 15.9% -> 11.8% (54 traces) but the scale-out from them 17.1% -> 18.0%
+(bias -6.5% -> -12.9%) and the joint replay 14.9% -> 13.4% with 33 rows within 5% (38 before): not adopted
+(docs/distributed.md).
+
 Each DIR's measured step is read from ``ground_truth.jsonl`` three levels up (collect_distributed.py's layout).
-docs/distributed.md ("Joint replay") has the figures of 2026-11-26.
+docs/distributed.md ("Joint replay") has the figures of 2026-11-26 and 2026-11-27.
 """
 from __future__ import annotations
 
@@ -63,8 +69,10 @@ def medians(tables: Any, clock: Any, wins: list[tuple[int, int, int, int]]) -> d
     return out
 
 
-def paces(per: list[dict[tuple[int, int], pd.DataFrame]], clip: bool) -> list[dict[tuple[int, int], float]]:
-    """Each rank's pace per (step, phase) against the median over every rank-step of the same phase."""
+def paces(per: list[dict[tuple[int, int], pd.DataFrame]], clip: bool, floor: bool = False
+          ) -> list[dict[tuple[int, int], float]]:
+    """Each rank's pace per (step, phase) against the median over every rank-step of the same phase (``floor``: the
+    fastest rank-step's, the lower envelope: host noise only ever adds time)."""
     out: list[dict[tuple[int, int], float]] = [{} for _ in per]
     for phase in (0, 1, 2):
         cols = {(i, k): m[(k, q)] for i, m in enumerate(per) for (k, q) in m if q == phase}
@@ -72,7 +80,7 @@ def paces(per: list[dict[tuple[int, int], pd.DataFrame]], clip: bool) -> list[di
         if med is None or med.empty:
             continue
         count = pd.concat({c: v["count"] for c, v in cols.items()}, axis=1).reindex(med.index).min(axis=1)
-        ref = med.median(axis=1)
+        ref = med.min(axis=1) if floor else med.median(axis=1)
         keep = ref > 0
         weight = (ref * count)[keep]
         for (i, k) in cols:
@@ -100,13 +108,14 @@ def repaced(clock: Any, wins: list[tuple[int, int, int, int]], pace: dict[tuple[
 
 
 def joint_ms_of(files: list[Path], mode: str) -> float:
-    """The slowest rank's step of the joint replay of these rank traces, each host repaced by ``mode``."""
-    traces = sorted((load(p) for p in files), key=lambda t: t.distributed.rank)
+    """The slowest rank's step of the joint replay of these rank traces (or of one trace: its steps are the peers),
+    each host repaced by ``mode`` (none, clip, median, floor)."""
+    traces = sorted((load(p) for p in files), key=lambda t: t.distributed.rank if t.distributed else 0)
     run = Run(traces, Options.of())
     if mode != "none":
         wins = [windows(r.tables) for r in run.ranks]
         per = [medians(r.tables, r.clock.clock, w) for r, w in zip(run.ranks, wins)]
-        for r, w, p in zip(run.ranks, wins, paces(per, clip=mode == "clip")):
+        for r, w, p in zip(run.ranks, wins, paces(per, clip=mode in ("clip", "floor"), floor=mode == "floor")):
             r.__dict__["clock"] = replace(r.clock, clock=repaced(r.clock.clock, w, p))  # Rank.clock is cached
     return run.baseline().slowest().headline.iteration_ms
 
@@ -115,7 +124,7 @@ def measured_ms(rank_dir: Path) -> float:
     workload, run = rank_dir.parent.name, rank_dir.name
     for line in (rank_dir.parents[2] / "ground_truth.jsonl").open():
         r = json.loads(line)
-        if r["workload"] == workload and f"{r['mode']}-w{r['world']}" == run:
+        if r["workload"] == workload and (r["mode"] == run == "single" or f"{r['mode']}-w{r['world']}" == run):
             return float(r["slowest_rank_ms"])
     raise SystemExit(f"{rank_dir}: no ground_truth.jsonl row for {workload} {run}")
 

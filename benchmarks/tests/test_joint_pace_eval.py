@@ -47,3 +47,14 @@ def test_clip_no_slower_than_the_joint_replay() -> None:
     files = sorted(pair.glob("*rank*.json*"))
     assert len(files) == 2
     assert J.joint_ms_of(files, "clip") <= J.joint_ms_of(files, "none") * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: p.name)
+def test_floor_is_the_fastest_peer_and_clips_at_least_as_much_as_the_median(pair: Path) -> None:
+    """floor: every window's pace >= 1 against the fastest rank-step, and >= its pace against the median."""
+    run = _run(pair)
+    per = [J.medians(r.tables, r.clock.clock, J.windows(r.tables)) for r in run.ranks]
+    floor, clip = J.paces(per, clip=True, floor=True), J.paces(per, clip=True)
+    assert all(p >= 1.0 for rank in floor for p in rank.values())
+    assert all(floor[i][w] >= clip[i][w] - 1e-12 for i in range(len(per)) for w in clip[i])
+    assert any(p > 1.0 for rank in floor for p in rank.values())
