@@ -124,17 +124,24 @@ def test_writes_behind_are_the_writes_in_place(tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".*.tmp"))
 
 
-def test_an_aborted_write_behind_never_lands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Stopped before its rename: no output, no temporary file; renamed before the abort: reported as written."""
-    go, copying = threading.Event(), threading.Event()
+def _held_copy(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """writer._copy held back: (set once a write is compressing, set to let it go on)."""
+    copying, go = threading.Event(), threading.Event()
     real_copy = writer._copy
 
-    def slow_copy(data: Any, fh: Any, gz: bool) -> None:
+    def held(data: Any, fh: Any, gz: bool) -> None:
         copying.set()
         go.wait(10)
         real_copy(data, fh, gz)
 
-    monkeypatch.setattr(writer, "_copy", slow_copy)
+    monkeypatch.setattr(writer, "_copy", held)
+    return copying, go
+
+
+def test_an_aborted_write_behind_never_lands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped before its rename: no output, no temporary file; renamed before the abort: reported as written."""
+    real_copy = writer._copy
+    copying, go = _held_copy(monkeypatch)
     behind, done = writer.WriteBehind(), []
     out = tmp_path / "late.pt.trace.json.gz"
     behind.submit(_doc(), out, done.append)
@@ -183,20 +190,13 @@ def test_a_signal_while_a_write_behind_runs_leaves_nothing(tmp_path: Path, monke
 
     from habitat_trace.commands.batch import Unit, scale_unit
 
-    compressing, release = threading.Event(), threading.Event()
-    real_copy = writer._copy
-
-    def slow_copy(data: Any, fh: Any, gz: bool) -> None:
-        compressing.set()
-        release.wait(10)
-        real_copy(data, fh, gz)
+    compressing, release = _held_copy(monkeypatch)
 
     def ctrl_c() -> None:
         if compressing.wait(30):
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # waiting in WriteBehind.drain
             threading.Timer(0.3, release.set).start()
 
-    monkeypatch.setattr(writer, "_copy", slow_copy)
     out = tmp_path / "mlp.a100.pt.trace.json.gz"
     threading.Thread(target=ctrl_c, daemon=True).start()
     result = scale_unit(Unit((MLP_FIXTURE,), (TARGETS[0],)), Options(CATALOG), {(MLP_FIXTURE, TARGETS[0].name): out},
