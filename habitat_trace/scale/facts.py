@@ -5,7 +5,8 @@ Pure functions of the ingest tables and two GpuSpecs; scale/engine.py, scale/ven
 """
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from dataclasses import dataclass
+from typing import Callable, Optional, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -56,17 +57,69 @@ def gemm_kernel_shapes(trace: Tables, where: np.ndarray) -> tuple[np.ndarray, np
 
 
 def scale_factors(g: pd.DataFrame, waves_origin: np.ndarray, waves_target: np.ndarray, bw_origin: np.ndarray,
-                  bw_target: np.ndarray, rate_ratio: np.ndarray, width: np.ndarray | float = 1.0
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Memory-side and compute-side factors F_m, F_c per GPU event (docs/method.md steps 2-3)."""
+                  bw_target: np.ndarray, rate_ratio: np.ndarray, width: np.ndarray | float = 1.0,
+                  shapes: Optional["TraceShapes"] = None) -> tuple[np.ndarray, np.ndarray]:
+    """Memory-side and compute-side factors F_m, F_c per GPU event (docs/method.md steps 2-3); ``shapes``: the
+    trace's TraceShapes when the caller has them (else read from ``g``)."""
     # a kernel run in a wider dtype on the target (GpuSpec.tensor_pipe) moves its operands at that width
     f_mem = bw_origin / bw_target * width
     # a library kernel whose grid fits one wave on the origin was sized to that GPU's SMs: the library
     # loops over tiles inside it (or picks a grid for the target's SMs there), so its waves are fractional
-    sized_to_gpu = np.isin(g[S.KCLASS].to_numpy(), (K.GEMM, K.ATTENTION)) & (waves_origin <= 1.0)
-    persistent = name_matches(g[S.NAME], PERSISTENT_KERNELS) | sized_to_gpu
+    gemm_or_attention = (shapes.gemm_or_attention if shapes is not None
+                         else np.isin(g[S.KCLASS].to_numpy(), (K.GEMM, K.ATTENTION)))
+    named = shapes.persistent_name if shapes is not None else name_matches(g[S.NAME], PERSISTENT_KERNELS)
+    persistent = named | (gemm_or_attention & (waves_origin <= 1.0))
     f_comp = wave.wave_factor(waves_origin, waves_target, persistent) * rate_ratio
     return f_mem, f_comp
+
+
+@dataclass(frozen=True)
+class TraceShapes:
+    """What kernel_facts reads of the trace alone, the same for every origin and target: built once per trace
+    (Tables.derived), arrays read-only."""
+
+    has_params: np.ndarray
+    threads: np.ndarray  # per block, 1 where the launch parameters are missing
+    regs: np.ndarray
+    smem: np.ndarray
+    blocks: np.ndarray  # MANY_WAVES_GRID where the launch parameters are missing
+    share: np.ndarray  # time_share_in_op(g)
+    share_all: np.ndarray  # time_share_in_op(g, library_only=False)
+    t_origin: np.ndarray  # ns, float
+    gemm: np.ndarray
+    gemm_or_attention: np.ndarray
+    persistent_name: np.ndarray  # name_matches(PERSISTENT_KERNELS)
+    gamma_default: np.ndarray  # _gamma's class defaults
+    helper: np.ndarray  # a non-library kernel of a library op
+
+
+def trace_shapes(trace: Tables) -> TraceShapes:
+    return derived(trace, _trace_shapes)
+
+
+def _trace_shapes(trace: Tables) -> TraceShapes:
+    g = trace.gpu
+    blocks = (g[S.GRID_X] * g[S.GRID_Y] * g[S.GRID_Z]).to_numpy().astype(np.float64)
+    threads = (g[S.BLOCK_X] * g[S.BLOCK_Y] * g[S.BLOCK_Z]).to_numpy()
+    has_params = (blocks > 0) & (threads > 0)
+    kclass, op = g[S.KCLASS].to_numpy(), g[S.OP].to_numpy()
+    library = np.isin(kclass, K.LIBRARY_CLASSES)
+    op_cls = pd.Series(library).groupby(op).transform("any").to_numpy()
+    out = TraceShapes(
+        has_params=has_params, threads=np.where(has_params, threads, 1),
+        # ROCm traces record no registers (-1): no register limit, as the CUDA rules read 0
+        regs=np.maximum(g[S.REGISTERS].to_numpy(), 0), smem=g[S.SHARED_MEM].to_numpy(),
+        # without launch parameters assume a kernel that fills many waves (NO_PARAMS_REASON)
+        blocks=np.where(has_params, blocks, MANY_WAVES_GRID), share=time_share_in_op(g),
+        share_all=time_share_in_op(g, library_only=False),
+        t_origin=g[S.DUR].to_numpy().astype(np.float64), gemm=(g[S.KCLASS] == K.GEMM).to_numpy(),
+        gemm_or_attention=np.isin(kclass, (K.GEMM, K.ATTENTION)), persistent_name=name_matches(g[S.NAME],
+                                                                                             PERSISTENT_KERNELS),
+        gamma_default=np.where(library, LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_GAMMA_WITHOUT_SHAPES),
+        helper=op_cls & ~library & (op >= 0))
+    for a in vars(out).values():
+        a.setflags(write=False)
+    return out
 
 
 
@@ -80,17 +133,10 @@ def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
 
 
 def kernel_facts(trace: Tables, origin: GpuSpec, target: GpuSpec) -> KernelFacts:
-    g = trace.gpu
-    blocks = (g[S.GRID_X] * g[S.GRID_Y] * g[S.GRID_Z]).to_numpy().astype(np.float64)
-    threads = (g[S.BLOCK_X] * g[S.BLOCK_Y] * g[S.BLOCK_Z]).to_numpy()
-    has_params = (blocks > 0) & (threads > 0)
-    thr = np.where(has_params, threads, 1)
-    # ROCm traces record no registers (-1): no register limit, as the CUDA rules read 0
-    regs, smem = np.maximum(g[S.REGISTERS].to_numpy(), 0), g[S.SHARED_MEM].to_numpy()
+    sh = trace_shapes(trace)
+    thr, regs, smem, blocks = sh.threads, sh.regs, sh.smem, sh.blocks
     bps_o = np.maximum(_blocks_per_sm(thr, regs, smem, origin), 1)
     bps_t = np.maximum(_blocks_per_sm(thr, regs, _fit_smem(smem, target), target), 1)
-    # without launch parameters assume a kernel that fills many waves (NO_PARAMS_REASON)
-    blocks = np.where(has_params, blocks, MANY_WAVES_GRID)
     w_o = occupancy.waves(blocks, bps_o, origin.sms)
     w_t = occupancy.waves(blocks, bps_t, target.sms)
     eff_o, eff_t = crossarch.dram_efficiencies(origin, target)
@@ -99,26 +145,31 @@ def kernel_facts(trace: Tables, origin: GpuSpec, target: GpuSpec) -> KernelFacts
     bw_t = wave.achievable_bandwidth_gbs(target.sms, target.boost_clock_mhz, target.memory_bandwidth_gbs,
                                          np.minimum(w_t, 1.0), eff_t)
     flops, nbytes, pipe = costs(trace)
-    peak_o = np.array([origin.pipe_peak_tflops(p) for p in pipe])
-    peak_t = np.array([target.pipe_peak_tflops(p) for p in pipe])
-    pipe_t = np.array([p if p == "fp32" else target.tensor_pipe(p) for p in pipe], dtype=object)
-    width = np.array([ELEMENT_BYTES.get(q, 4.0) / ELEMENT_BYTES.get(p, 4.0) for p, q in zip(pipe, pipe_t)])
+    # per distinct pipe (a few), not per kernel
+    kinds = list(dict.fromkeys(pipe))
+    peak_of_o = {p: origin.pipe_peak_tflops(p) for p in kinds}
+    peak_of_t = {p: target.pipe_peak_tflops(p) for p in kinds}
+    to_t = {p: p if p == "fp32" else target.tensor_pipe(p) for p in kinds}
+    peak_o = np.array([peak_of_o[p] for p in pipe])
+    peak_t = np.array([peak_of_t[p] for p in pipe])
+    pipe_t = np.array([to_t[p] for p in pipe], dtype=object)
+    wide = {p: ELEMENT_BYTES.get(to_t[p], 4.0) / ELEMENT_BYTES.get(p, 4.0) for p in kinds}
+    width = np.array([wide[p] for p in pipe])
     rate_ratio = (peak_o / origin.sms) / (peak_t / target.sms)
-    gamma = _gamma(g, nbytes, bw_o)
+    gamma = _gamma_of(sh, nbytes, bw_o)
     # lower bound on the target for the op's share of work: FLOPs at peak, bytes at DRAM bandwidth
-    share = time_share_in_op(g)
+    share = sh.share
     floor_t = share * wave.roofline_ns(flops, nbytes * width, peak_t, target.memory_bandwidth_gbs)
     floor_o = share * wave.roofline_ns(flops, nbytes, peak_o, origin.memory_bandwidth_gbs)
     # where the origin ran faster than its own roofline estimate, the estimate is off (wrong shapes or
     # dtype): no bound then
-    t_o = g[S.DUR].to_numpy().astype(np.float64)
+    t_o = sh.t_origin
     floor = np.where(t_o >= floor_o, floor_t, np.nan)
     # share of the origin time the op's FLOPs needed at the pipe's peak, for GEMM kernels only: a GEMM op
     # is its GEMM kernel(s), while conv and attention ops split their FLOPs over helper kernels (cuDNN
     # wgrad reductions, layout transforms, softmax statistics) whose time share says nothing of FLOPs
-    gemm = (g[S.KCLASS] == K.GEMM).to_numpy()
     # (unknown FLOPs stay NaN: wave.combine reads NaN as 0 and clips to [0, 1])
-    flop_share = np.where(gemm, share * flops / (peak_o * 1e3) / np.maximum(t_o, 1.0), 0.0)
+    flop_share = np.where(sh.gemm, share * flops / (peak_o * 1e3) / np.maximum(t_o, 1.0), 0.0)
     # more FLOPs than the pipe could issue in the measured time: the op's shapes do not describe this kernel
     # (a wrong op link or dtype), so neither its FLOPs nor its bytes say anything; class defaults instead.
     # Otherwise the round trip is lopsided: u clipped to 1 hides the DRAM term one way (F_m < 1), the
@@ -126,11 +177,11 @@ def kernel_facts(trace: Tables, origin: GpuSpec, target: GpuSpec) -> KernelFacts
     off = flop_share > 1.0
     flop_share = np.where(off, 0.0, flop_share)
     gamma = np.where(off, LIBRARY_GAMMA_WITHOUT_SHAPES, gamma)
-    f_mem, f_comp = scale_factors(g, w_o, w_t, bw_o, bw_t, rate_ratio, width)
-    return KernelFacts(has_params=has_params, pipe=np.array(pipe, dtype=object), waves_origin=w_o, waves_target=w_t,
-                       bw_origin=bw_o, bw_target=bw_t, rate_ratio=rate_ratio, gamma=gamma, flop_share=flop_share,
-                       roofline_floor_ns=floor, f_mem=f_mem, f_comp=f_comp, pipe_target=pipe_t, width=width,
-                       flops=share * flops, nbytes=share * nbytes)
+    f_mem, f_comp = scale_factors(trace.gpu, w_o, w_t, bw_o, bw_t, rate_ratio, width, shapes=sh)
+    return KernelFacts(has_params=sh.has_params.copy(), pipe=np.array(pipe, dtype=object), waves_origin=w_o,
+                       waves_target=w_t, bw_origin=bw_o, bw_target=bw_t, rate_ratio=rate_ratio, gamma=gamma,
+                       flop_share=flop_share, roofline_floor_ns=floor, f_mem=f_mem, f_comp=f_comp, pipe_target=pipe_t,
+                       width=width, flops=share * flops, nbytes=share * nbytes)
 
 
 def blocks_per_sm_on(threads: np.ndarray, regs: np.ndarray, smem: np.ndarray, spec: GpuSpec) -> np.ndarray:
@@ -210,26 +261,20 @@ def _in_place_bytes(trace: Tables) -> np.ndarray:
     return out
 
 
-def _gamma(g: pd.DataFrame, nbytes: np.ndarray, bw_origin: np.ndarray) -> np.ndarray:
+def _gamma_of(sh: TraceShapes, nbytes: np.ndarray, bw_origin: np.ndarray) -> np.ndarray:
     """Share of a kernel's origin time the DRAM was busy: its share of the op's bytes over what the
     achievable bandwidth moves in that time (the 'achieved throughput against the roofline').
     A streaming kernel that reaches only half the bandwidth is half latency/issue-bound, and that
     half scales with the SM side, not with bandwidth. Class defaults where the shapes are unknown."""
-    share = time_share_in_op(g, library_only=False)
-    t = np.maximum(g[S.DUR].to_numpy(), 1).astype(np.float64)
-    used = share * nbytes / (t * bw_origin)  # bytes / (ns * GB/s) = bytes / (ns * B/ns)
-    kclass = g[S.KCLASS].to_numpy()
-    library = np.isin(kclass, K.LIBRARY_CLASSES)
-    default = np.where(library, LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_GAMMA_WITHOUT_SHAPES)
+    t = np.maximum(sh.t_origin, 1.0)
+    used = sh.share_all * nbytes / (t * bw_origin)  # bytes / (ns * GB/s) = bytes / (ns * B/ns)
     # a helper kernel of a library op (layout transform, bias, cast) moves tensors the op's byte
     # count does not see (the library kernel re-reads them): it takes the streaming default
-    op_cls = pd.Series(library).groupby(g[S.OP].to_numpy()).transform("any").to_numpy()
-    helper = op_cls & ~library & (g[S.OP].to_numpy() >= 0)
-    used = np.where(helper, np.nan, used)
+    used = np.where(sh.helper, np.nan, used)
     # more bytes than the DRAM could move in the measured time: the surplus hit in L2, so at most
     # 1/used of the traffic (and of the time) can have been DRAM-bound
     dram_share = np.where(used > 1.0, 1.0 / np.maximum(used, 1e-9), used)
-    return np.where(np.isfinite(used), np.clip(dram_share, 0.0, 1.0), default)
+    return np.where(np.isfinite(used), np.clip(dram_share, 0.0, 1.0), sh.gamma_default)
 
 
 def time_share_in_op(g: pd.DataFrame, library_only: bool = True) -> np.ndarray:
