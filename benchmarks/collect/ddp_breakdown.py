@@ -12,7 +12,11 @@ collect_distributed.time_steps does; and back to back, ``steady``):
 - ``ddp``: DistributedDataParallel with its defaults (bucket_cap_mb 25, broadcast_buffers True);
 - ``ddp_nobuf``: the same without the forward's buffer broadcast (broadcast_buffers False);
 - ``ddp_nosync``: forward and backward inside ``no_sync()`` (the reducer's hooks run, no all-reduce is launched;
-  the optimizer then steps on local gradients).
+  the optimizer then steps on local gradients);
+- ``ddp_hooked``: ``ddp`` with a communication hook that records when each rank launches each bucket's all-reduce
+  (time.perf_counter: CLOCK_MONOTONIC, one clock for every process of the host; each step starts right after a
+  barrier), then launches it as DDP does (default_hooks.allreduce_hook): the row adds, per step, the ranks' launch
+  skew of each bucket (the later rank's launch minus the earlier's) and when each rank launched its last bucket.
 ``ddp - ddp_nosync`` is the all-reduce's exposed time and its interference; ``ddp_nosync - solo`` DDP's hooks and
 buffer work on the host and GPU; ``solo - single`` the host sharing. Writes DIR/ddp_breakdown.jsonl (one row per
 workload and mode: per-rank median and steady ms, the slowest rank's). Evaluated in docs/distributed.md.
@@ -37,12 +41,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from collect_distributed import WARMUP_ITERS, free_port, steady_ms, sync, time_steps  # noqa: E402
 from dist_workloads import WORKLOADS, Workload  # noqa: E402
 
-MODES = ("solo", "ddp", "ddp_nobuf", "ddp_nosync")
+MODES = ("solo", "ddp", "ddp_nobuf", "ddp_nosync", "ddp_hooked")
 DEFAULT_WORKLOADS = ("resnet50_b64_fp32", "resnet50_b32_cl_amp", "vit_b16_b64_amp", "llama_d1024_l8_b4_s1024_amp",
                      "bert_large_b8_s256_amp", "gpt2_b8_s1024_amp")
 
 
-def make_step(work: Workload, mode: str, device: torch.device) -> Callable[[], None]:
+def make_step(work: Workload, mode: str, device: torch.device,
+              launches: list[tuple[float, int]] | None = None) -> Callable[[], None]:
+    """The training step of ``mode``; ``launches`` (ddp_hooked): where the hook appends (perf_counter, bucket)."""
     model = work.model
     sync_ctx: Callable[[], Any] = nullcontext
     if mode.startswith("ddp"):
@@ -52,6 +58,14 @@ def make_step(work: Workload, mode: str, device: torch.device) -> Callable[[], N
                     broadcast_buffers=mode != "ddp_nobuf")
         if mode == "ddp_nosync":
             sync_ctx = model.no_sync
+        if mode == "ddp_hooked":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            def hook(state, bucket):  # type: ignore[no-untyped-def]  # DDP checks un-annotated or GradBucket
+                state.append((time.perf_counter(), bucket.index()))
+                return default_hooks.allreduce_hook(None, bucket)  # type: ignore[arg-type]
+
+            model.register_comm_hook(launches if launches is not None else [], hook)
     opt = work.optimizer(model.parameters())
     cast = (lambda: torch.autocast(device.type, dtype=work.autocast)) if work.autocast else nullcontext
 
@@ -65,13 +79,34 @@ def make_step(work: Workload, mode: str, device: torch.device) -> Callable[[], N
     return step
 
 
+def launch_times(step: Callable[[], None], launches: list[tuple[float, int]], device: torch.device,
+                 n: int) -> list[dict[str, Any]]:
+    """Per step (each after a barrier): its time and each bucket's launch, ms after the step's start."""
+    out = []
+    for _ in range(n):
+        dist.barrier()
+        sync(device)
+        launches.clear()
+        t0 = time.perf_counter()
+        step()
+        sync(device)
+        out.append({"ms": (time.perf_counter() - t0) * 1e3,
+                    "launch_ms": {int(b): (t - t0) * 1e3 for t, b in launches}})
+    return out
+
+
 def measure(name: str, mode: str, device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
     try:
         torch.manual_seed(0)
         work = WORKLOADS[name](device, args.dry_run)
-        step = make_step(work, mode, device)
+        launches: list[tuple[float, int]] = []
+        step = make_step(work, mode, device, launches)
         for _ in range(1 if args.dry_run else WARMUP_ITERS):
             step()
+        if mode == "ddp_hooked":
+            steps = launch_times(step, launches, device, args.iters)
+            return {"status": "ok", "median_ms": statistics.median(s["ms"] for s in steps),
+                    "steady_ms": steady_ms(step, device, args.iters), "steps": steps}
         times = time_steps(step, device, args.iters)
         return {"status": "ok", "median_ms": statistics.median(times), "steady_ms": steady_ms(step, device, args.iters)}
     except Exception as exc:  # one failing run must not hide the others
@@ -79,6 +114,29 @@ def measure(name: str, mode: str, device: torch.device, args: argparse.Namespace
     finally:
         if device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+def skews(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """Over the timed steps (medians): each bucket's launch skew between the ranks, their sum, the last bucket's, and
+    each rank's launch of its last bucket (ms after the step's start)."""
+    steps = list(zip(*(r["steps"] for r in per_rank)))
+    per_bucket: dict[int, list[float]] = {}
+    total, last_skew, last = [], [], [[] for _ in per_rank]  # type: ignore[var-annotated]
+    for ranks in steps:
+        buckets = set.intersection(*(set(s["launch_ms"]) for s in ranks))
+        sk = {b: max(s["launch_ms"][b] for s in ranks) - min(s["launch_ms"][b] for s in ranks) for b in buckets}
+        for b, v in sk.items():
+            per_bucket.setdefault(b, []).append(v)
+        total.append(sum(sk.values()))
+        final = max(buckets, key=lambda b: max(s["launch_ms"][b] for s in ranks)) if buckets else None
+        if final is not None:
+            last_skew.append(sk[final])
+            for r, s in enumerate(ranks):
+                last[r].append(s["launch_ms"][final])
+    med = statistics.median
+    return {"buckets": len(per_bucket), "bucket_skew_ms": {b: round(med(v), 3) for b, v in sorted(per_bucket.items())},
+            "sum_skew_ms": med(total) if total else None, "last_bucket_skew_ms": med(last_skew) if last_skew else None,
+            "last_launch_ms": [med(v) if v else None for v in last]}
 
 
 def worker(rank: int, world: int, args: argparse.Namespace, port: int, modes: list[str]) -> None:
@@ -106,6 +164,8 @@ def worker(rank: int, world: int, args: argparse.Namespace, port: int, modes: li
                        "status": "ok" if ok else next(r["status"] for r in gathered if r["status"] != "ok"),
                        "device": torch.cuda.get_device_name(device) if cuda else "cpu", "torch": torch.__version__,
                        "utc": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+                if ok and mode == "ddp_hooked":
+                    row.update(skews(gathered))
                 with open(os.path.join(args.out, "ddp_breakdown.jsonl"), "a") as f:
                     f.write(json.dumps(row) + "\n")
                 print(name, row["mode"], world, row["slowest_rank_ms"], row["status"], flush=True)

@@ -22,9 +22,13 @@ def test_every_variant_is_one_timed_row(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "ddp_breakdown.jsonl").read_text().splitlines()]
     assert [(r["mode"], r["world"]) for r in rows] == [("single", 1), ("solo", 2), ("ddp", 2), ("ddp_nobuf", 2),
-                                                       ("ddp_nosync", 2)]
+                                                       ("ddp_nosync", 2), ("ddp_hooked", 2)]
     assert all(r["status"] == "ok" and r["slowest_rank_ms"] > 0 and len(r["per_rank_median_ms"]) == r["world"]
                for r in rows)
+    hooked = rows[-1]  # every bucket's launch seen on both ranks, in the step, and no later than the rank's last one
+    assert hooked["buckets"] >= 1 and len(hooked["bucket_skew_ms"]) == hooked["buckets"]
+    assert 0 <= hooked["last_bucket_skew_ms"] <= hooked["sum_skew_ms"] + 1e-9
+    assert all(0 < t < hooked["slowest_rank_ms"] for t in hooked["last_launch_ms"])
 
 
 @pytest.mark.parametrize("mode, syncs", [("ddp", True), ("ddp_nosync", False), ("ddp_nobuf", True)])
