@@ -21,9 +21,8 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import KernelTables as Tables
 from habitat_trace.ingest.trace import derived
 from habitat_trace.scale import collective, crossarch, learned, vendor, wave
-from habitat_trace.scale.facts import (LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_GAMMA_WITHOUT_SHAPES, ELEMENT_BYTES,
-                                       costs, gemm_kernel_shapes, in_place_bytes, kernel_facts, name_matches,
-                                       time_share_in_op)
+from habitat_trace.scale.facts import (ELEMENT_BYTES, costs, gemm_kernel_shapes, in_place_bytes, kernel_facts,
+                                       name_matches, trace_shapes)
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
 from habitat_trace.scale.rates import rates, tensor_fraction
@@ -185,28 +184,26 @@ def cross_chip_work(trace: Tables, facts: KernelFacts) -> crossarch.Work:
 
 def _cross_chip_origin_work(trace: Tables) -> tuple[crossarch.Work, np.ndarray]:
     """cross_chip_work without the target's pipe and width (left as the origin's), and the ATen-native mask."""
-    g = trace.gpu
-    library = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES)
+    g, sh = trace.gpu, trace_shapes(trace)
+    library, helper = sh.library, sh.helper
     native = library & name_matches(g[S.NAME], ATEN_NATIVE)
     op = g[S.OP].to_numpy()
-    helper = ~library & pd.Series(library).groupby(op).transform("any").to_numpy() & (op >= 0)
-    flops, op_bytes, pipes = costs(trace)
-    op_bytes = op_bytes + in_place_bytes(trace)  # an in-place op writes its self tensor back
-    share = time_share_in_op(g)  # kernel_facts' FLOPs and bytes of a library kernel: its share of its op's
-    nbytes = np.where(library, share * costs(trace)[1], time_share_in_op(g, library_only=False) * op_bytes)
+    flops, nbytes_op, pipes = costs(trace)
+    op_bytes = nbytes_op + in_place_bytes(trace)  # an in-place op writes its self tensor back
+    # a library kernel's FLOPs and bytes: its share of its op's, as kernel_facts takes them
+    nbytes = np.where(library, sh.share * nbytes_op, sh.share_all * op_bytes)
     # a helper kernel of a library op is mostly a layout transform (cuDNN's nchwToNhwc/nhwcToNchw around an NHWC
     # kernel): it reads and writes the op's activations once, 2 x the op's bytes over its helpers by time share
-    dur = np.where(helper, g[S.DUR].to_numpy(), 0).astype(np.float64)
+    dur = np.where(helper, sh.t_origin, 0.0)
     helper_total = pd.Series(dur).groupby(op).transform("sum").to_numpy()
     nbytes = np.where(helper, 2.0 * op_bytes * dur / np.maximum(helper_total, 1.0), nbytes)
     pipe = np.where(native, "fp32", np.array(pipes, dtype=object)).astype(object)
     rows, bmnk, _ = gemm_kernel_shapes(trace, np.ones(len(g), dtype=bool))
     tiles = np.full(len(g), np.nan)
     tiles[rows] = crossarch.gemm_tiles(bmnk[0], bmnk[1], bmnk[2], pipe[rows] != "fp32")
-    work = crossarch.Work(t_origin=g[S.DUR].to_numpy().astype(np.float64),
-                          flops=np.where(library, share * flops, 0.0), nbytes=nbytes, pipe=pipe, pipe_target=pipe,
-                          width=np.ones(len(g)), tiles=tiles,
-                          memory_default=np.where(library, LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_GAMMA_WITHOUT_SHAPES),
+    work = crossarch.Work(t_origin=sh.t_origin, flops=np.where(library, sh.share * flops, 0.0), nbytes=nbytes,
+                          pipe=pipe, pipe_target=pipe, width=np.ones(len(g)), tiles=tiles,
+                          memory_default=sh.gamma_default,
                           compute_default=np.where(library, crossarch.COMPUTE_SHARE_WITHOUT_SHAPES, 0.0))
     for a in (work.t_origin, work.flops, work.nbytes, work.pipe, work.tiles, work.memory_default,
               work.compute_default, native):

@@ -75,8 +75,8 @@ def scale_factors(g: pd.DataFrame, waves_origin: np.ndarray, waves_target: np.nd
 
 @dataclass(frozen=True)
 class TraceShapes:
-    """What kernel_facts reads of the trace alone, the same for every origin and target: built once per trace
-    (Tables.derived), arrays read-only."""
+    """What kernel_facts and engine.cross_chip_work read of the trace alone, the same for every origin and target:
+    built once per trace (Tables.derived), arrays read-only."""
 
     has_params: np.ndarray
     threads: np.ndarray  # per block, 1 where the launch parameters are missing
@@ -89,6 +89,7 @@ class TraceShapes:
     gemm: np.ndarray
     gemm_or_attention: np.ndarray
     persistent_name: np.ndarray  # name_matches(PERSISTENT_KERNELS)
+    library: np.ndarray  # a library kernel (K.LIBRARY_CLASSES: cuBLAS, cuDNN, flash attention)
     gamma_default: np.ndarray  # _gamma's class defaults
     helper: np.ndarray  # a non-library kernel of a library op
 
@@ -115,7 +116,7 @@ def _trace_shapes(trace: Tables) -> TraceShapes:
         t_origin=g[S.DUR].to_numpy().astype(np.float64), gemm=(g[S.KCLASS] == K.GEMM).to_numpy(),
         gemm_or_attention=np.isin(kclass, (K.GEMM, K.ATTENTION)), persistent_name=name_matches(g[S.NAME],
                                                                                              PERSISTENT_KERNELS),
-        gamma_default=np.where(library, LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_GAMMA_WITHOUT_SHAPES),
+        library=library, gamma_default=np.where(library, LIBRARY_GAMMA_WITHOUT_SHAPES, STREAMING_GAMMA_WITHOUT_SHAPES),
         helper=op_cls & ~library & (op >= 0))
     for a in vars(out).values():
         a.setflags(write=False)
