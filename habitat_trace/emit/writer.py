@@ -154,12 +154,15 @@ def _gpu_args(r: Rewrite, lo: int, hi: int, args_of: Any, copy: bool) -> Iterato
                 if key in args:
                     args[key] = values[j]
         args["habitat_origin_dur_us"] = od
-        args["habitat_method"] = str(m)
-        if why:
-            args["habitat_reason"] = str(why)
-        else:  # the input may be a trace we wrote: its reason is not this prediction's
+        args.update(_method_keys(m, why))
+        if not why:  # the input may be a trace we wrote: its reason is not this prediction's
             args.pop("habitat_reason", None)
         yield i, args
+
+
+def _method_keys(method: Any, why: Any) -> dict[str, str]:
+    """The last keys of a GPU event's args: the prediction method, and its reason where there is one."""
+    return {"habitat_method": str(method), **({"habitat_reason": str(why)} if why else {})}
 
 
 def pieces(document: TargetDocument) -> Iterator[bytes | memoryview]:
@@ -191,8 +194,8 @@ def pieces(document: TargetDocument) -> Iterator[bytes | memoryview]:
 # --- a kept document written again (scale --to all: one trace, 52 targets) ---------------------------------------
 # From its second write on, a document whose events are kept parsed (ingest.events.KEEP_PARSED_BYTES) is written
 # from a template made once: its events dumped with a marker (_MARK: kind, event index) where _retime and _annotate
-# put their values (each time; each GPU event's occupancy keys it has, and its habitat_method, which the optional
-# habitat_reason follows as the args' last key; habitat_origin_dur_us is the origin's, the same for every target),
+# put their values (each time; each GPU event's occupancy keys it has, and after habitat_origin_dur_us, the origin's
+# and the same for every target, the keys _method_keys adds last),
 # split into the static JSON between the markers. A write formats the values and joins them with the static pieces:
 # the same bytes as dumping the rewritten events (tests/test_emit_template.py: every catalog target of real traces),
 # without copying and dumping every event per target. The template is made for one set of GPU rows and origin
@@ -210,7 +213,7 @@ class _Template:
     ts_slot: np.ndarray  # per event: the slot of its "ts", -1 without one
     dur_slot: np.ndarray  # the same for "dur"
     occ_slots: tuple[tuple[np.ndarray, np.ndarray], ...]  # per occupancy key: (slots, their GPU rows)
-    method_slot: np.ndarray  # per GPU row: the slot of its habitat_method (and habitat_reason)
+    method_slot: np.ndarray  # per GPU row: the slot of the keys after habitat_origin_dur_us (_method_keys)
     gpu_ev: np.ndarray  # the GPU rows' event indices it was made for
     old_dur: np.ndarray  # and their origin durations
 
@@ -236,7 +239,7 @@ def _make_template(events: list[Any], gpu_ev: np.ndarray, old_dur: np.ndarray) -
     n = len(events)
     gpu_row = np.full(n, -1, dtype=np.int64)
     gpu_row[gpu_ev] = np.arange(len(gpu_ev))
-    od = dict(zip(np.asarray(gpu_ev).tolist(), us_fragments(old_dur)))
+    od = dict(zip(np.asarray(gpu_ev).tolist(), us_texts(old_dur)))
     marked: list[Any] = []
     for i, e in enumerate(events):
         if not isinstance(e, dict):
@@ -257,8 +260,8 @@ def _make_template(events: list[Any], gpu_ev: np.ndarray, old_dur: np.ndarray) -
             for key, mark in zip(OCCUPANCY_KEYS, _OCC_MARKS):
                 if key in args:
                     args[key] = orjson.Fragment(b"\x00%s%d\x00" % (mark, i))
-            args["habitat_origin_dur_us"] = od[i]
-            args["habitat_method"] = orjson.Fragment(b"\x00M%d\x00" % i)
+            # the slot after the origin's duration holds the keys _method_keys adds after it
+            args["habitat_origin_dur_us"] = orjson.Fragment(od[i] + b"\x00M%d\x00" % i)
             m["args"] = args
         marked.append(m)
     parts = _MARK.split(orjson.dumps(marked)[1:-1])
@@ -305,12 +308,9 @@ def _fill(t: _Template, r: Rewrite) -> Optional[bytes]:
             keep = ~changed[j]
             new[keep] = values[at][keep]
             values[at] = new
-    said: dict[tuple[Any, Any], bytes] = {}  # a few methods and reasons, over every GPU row
-    for pair in zip(r.method.tolist(), r.reason.tolist()):
-        if pair not in said:
-            m, why = pair
-            said[pair] = orjson.dumps(str(m)) + (b',"habitat_reason":' + orjson.dumps(str(why)) if why else b"")
-    values[t.method_slot] = list(map(said.__getitem__, zip(r.method.tolist(), r.reason.tolist())))
+    pairs = list(zip(r.method.tolist(), r.reason.tolist()))
+    said = {p: b"," + orjson.dumps(_method_keys(*p))[1:-1] for p in set(pairs)}  # a few, over every GPU row
+    values[t.method_slot] = list(map(said.__getitem__, pairs))
     out: list[bytes] = [b""] * (2 * len(values) + 1)
     out[0::2] = t.statics
     out[1::2] = values.tolist()
