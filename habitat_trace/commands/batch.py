@@ -131,8 +131,7 @@ def _in_process(work: list[Unit], options: Options, paths: dict[tuple[Path, str]
                 step: Callable[[str], None]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for unit in work:
-        result = scale_unit(unit, options, paths, raise_errors=one_file, say=step,
-                            spare_cpu=(os.cpu_count() or 1) > 1)
+        result = scale_unit(unit, options, paths, raise_errors=one_file, say=step, spare_cpu=_spare_cpu(1))
         rows += result.rows
         if result.interrupted:
             raise Interrupted(rows, _exit_code(result.interrupted))
@@ -196,6 +195,11 @@ def scale_unit(unit: Unit, options: Options, paths: dict[tuple[Path, str], Path]
             rows.append(output_row(pending[0], pending[1], pending[2], single))
         return UnitResult(rows, "SIGINT" if isinstance(exc, KeyboardInterrupt) else "SIGTERM")
     return UnitResult(rows)
+
+
+def _spare_cpu(workers: int) -> bool:
+    """Whether each of ``workers`` processes has a second CPU for its write behind (emit.writer.WriteBehind)."""
+    return (os.cpu_count() or 1) >= 2 * workers
 
 
 def _finish(pending: Optional[tuple[Path, Callable[[Path], Any]]]) -> None:
@@ -281,8 +285,7 @@ def _in_pool(work: list[Unit], options: Options, paths: dict[tuple[Path, str], P
     stop, pids = multiprocessing.Event(), multiprocessing.SimpleQueue()  # type: Any, Any
     results: dict[int, UnitResult] = {}
     with ProcessPoolExecutor(max_workers=n, initializer=_worker_init, initargs=(stop, pids)) as pool:
-        spare = (os.cpu_count() or 1) >= 2 * n  # a CPU for each worker's writes too
-        futures = {pool.submit(_pool_unit, u, options, paths, spare): i for i, u in enumerate(work)}
+        futures = {pool.submit(_pool_unit, u, options, paths, _spare_cpu(n)): i for i, u in enumerate(work)}
         try:
             for fut in as_completed(futures):
                 results[futures[fut]] = res = fut.result()
