@@ -36,7 +36,7 @@ import tarfile
 import time
 import traceback
 from contextlib import nullcontext
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -249,8 +249,8 @@ def _time_collective(coll: str, n: int, world: int, device: torch.device, iters:
     return time_steps(op, device, iters)
 
 
-def worker(rank: int, world: int, args: argparse.Namespace, port: int, modes: list[str]) -> None:
-    """One rank of a world: every workload in every mode of ``modes`` (a world of one is the 'single' run)."""
+def join_world(rank: int, world: int, args: argparse.Namespace, port: int) -> torch.device:
+    """This rank's device, and the process group of ``world`` ranks (NCCL on GPUs, gloo for --dry-run)."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     cuda = torch.cuda.is_available() and not args.dry_run
     device = torch.device(f"cuda:{rank}") if cuda else torch.device("cpu")
@@ -258,27 +258,45 @@ def worker(rank: int, world: int, args: argparse.Namespace, port: int, modes: li
         torch.cuda.set_device(device)
     dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=300))
+    return device
+
+
+def every_run(args: argparse.Namespace, world: int, modes: list[str],
+              run: Callable[[str, str], dict[str, Any]]) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
+    """``run(workload, mode)`` on every rank for every workload and mode (a run skipped once past --budget-s), and
+    every rank's outcome, gathered on all of them: (workload, mode, outcomes by rank)."""
     for name in args.workloads:
         for mode in modes:
             late = [time.time() > args.deadline]
             dist.broadcast_object_list(late, src=0)  # rank 0 decides, so that no rank waits in a collective alone
-            result = {"status": "skipped: over --budget-s"} if late[0] else run_one(name, mode, world, rank, device,
-                                                                                    args)
+            result = {"status": "skipped: over --budget-s"} if late[0] else run(name, mode)
             gathered: list[Any] = [None] * world
             dist.all_gather_object(gathered, result)
-            if rank == 0:
-                append(args.out, "ground_truth.jsonl", [summary(name, mode, world, gathered, device)])
+            yield name, mode, gathered
+
+
+def leave_world() -> None:
+    """Everything is written: leave without the interpreter's teardown (with transformers imported, a thread still
+    joinable at exit aborts a gloo worker now and then: "terminate called without an active exception")."""
+    dist.barrier()
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def worker(rank: int, world: int, args: argparse.Namespace, port: int, modes: list[str]) -> None:
+    """One rank of a world: every workload in every mode of ``modes`` (a world of one is the 'single' run)."""
+    device = join_world(rank, world, args, port)
+    for name, mode, gathered in every_run(args, world, modes,
+                                          lambda name, mode: run_one(name, mode, world, rank, device, args)):
+        if rank == 0:
+            append(args.out, "ground_truth.jsonl", [summary(name, mode, world, gathered, device)])
     if world > 1 and not args.no_sweep:
         sweep = bus_sweep(world, device, DRY_SIZES if args.dry_run else GPU_SIZES, 3 if args.dry_run else 12)
         if rank == 0:
             append(args.out, "busbw.jsonl", [{"world": world, "device": str(device), **row} for row in sweep])
-    dist.barrier()
-    dist.destroy_process_group()
-    # Everything is written. Leave without the interpreter's teardown: with transformers imported, a thread still
-    # joinable at exit aborts a gloo worker now and then ("terminate called without an active exception").
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave_world()
 
 
 def host_row() -> dict[str, Any]:

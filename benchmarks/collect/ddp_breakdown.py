@@ -38,7 +38,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from collect_distributed import WARMUP_ITERS, free_port, steady_ms, sync, time_steps  # noqa: E402
+from collect_distributed import (WARMUP_ITERS, every_run, free_port, join_world, leave_world, steady_ms,  # noqa: E402
+                                 sync, time_steps)
 from dist_workloads import WORKLOADS, Workload  # noqa: E402
 
 MODES = ("solo", "ddp", "ddp_nobuf", "ddp_nosync", "ddp_hooked")
@@ -140,39 +141,25 @@ def skews(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def worker(rank: int, world: int, args: argparse.Namespace, port: int, modes: list[str]) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    cuda = torch.cuda.is_available() and not args.dry_run
-    device = torch.device(f"cuda:{rank}") if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=300))
-    for name in args.workloads:
-        for mode in modes:
-            late = [time.time() > args.deadline]
-            dist.broadcast_object_list(late, src=0)
-            result = {"status": "skipped: over --budget-s"} if late[0] else measure(name, mode, device, args)
-            gathered: list[Any] = [None] * world
-            dist.all_gather_object(gathered, result)
-            if rank == 0:
-                ok = all(r["status"] == "ok" for r in gathered)
-                row = {"workload": name, "mode": "single" if world == 1 else mode, "world": world,
-                       "per_rank_median_ms": [r.get("median_ms") for r in gathered],
-                       "per_rank_steady_ms": [r.get("steady_ms") for r in gathered],
-                       "slowest_rank_ms": max(r["median_ms"] for r in gathered) if ok else None,
-                       "slowest_steady_ms": max(r["steady_ms"] for r in gathered) if ok else None,
-                       "status": "ok" if ok else next(r["status"] for r in gathered if r["status"] != "ok"),
-                       "device": torch.cuda.get_device_name(device) if cuda else "cpu", "torch": torch.__version__,
-                       "utc": datetime.datetime.now(datetime.timezone.utc).isoformat()}
-                if ok and mode == "ddp_hooked":
-                    row.update(skews(gathered))
-                with open(os.path.join(args.out, "ddp_breakdown.jsonl"), "a") as f:
-                    f.write(json.dumps(row) + "\n")
-                print(name, row["mode"], world, row["slowest_rank_ms"], row["status"], flush=True)
-    dist.barrier()
-    dist.destroy_process_group()
-    sys.stdout.flush()
-    os._exit(0)
+    device = join_world(rank, world, args, port)
+    cuda = device.type == "cuda"
+    for name, mode, gathered in every_run(args, world, modes, lambda name, mode: measure(name, mode, device, args)):
+        if rank == 0:
+            ok = all(r["status"] == "ok" for r in gathered)
+            row = {"workload": name, "mode": "single" if world == 1 else mode, "world": world,
+                   "per_rank_median_ms": [r.get("median_ms") for r in gathered],
+                   "per_rank_steady_ms": [r.get("steady_ms") for r in gathered],
+                   "slowest_rank_ms": max(r["median_ms"] for r in gathered) if ok else None,
+                   "slowest_steady_ms": max(r["steady_ms"] for r in gathered) if ok else None,
+                   "status": "ok" if ok else next(r["status"] for r in gathered if r["status"] != "ok"),
+                   "device": torch.cuda.get_device_name(device) if cuda else "cpu", "torch": torch.__version__,
+                   "utc": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+            if ok and mode == "ddp_hooked":
+                row.update(skews(gathered))
+            with open(os.path.join(args.out, "ddp_breakdown.jsonl"), "a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(name, row["mode"], world, row["slowest_rank_ms"], row["status"], flush=True)
+    leave_world()
 
 
 def main(argv: list[str] | None = None) -> None:
