@@ -266,6 +266,32 @@ def band_lines(df: pd.DataFrame) -> list[str]:
     return out
 
 
+def reproducibility_lines(df: pd.DataFrame) -> list[str]:
+    """How far the measured N-rank step is from what its own host's one-GPU measurement and the other sessions say,
+    over several sessions' tables pooled: per row, the measured one-GPU step on that host plus the mean of what the
+    same (workload, strategy, ranks) added over its one-GPU step on every other session (an "oracle" that knows the
+    row's real one-GPU step and the added time's average exactly, and nothing of this host's run). A model that reads
+    one trace can hardly beat it; its mean |error| is the floor that the runs' irreproducibility sets. Also the
+    coefficient of variation of the measured N-rank and one-GPU steps over the sessions."""
+    ok = df[df["status"] == "ok"].copy()
+    ok["added"] = ok["measured_ms"] - ok["measured_1gpu_ms"]
+    err, cv_n, cv_1 = [], [], []
+    for _, g in ok.groupby(["workload", "strategy", "world"]):
+        if len(g) < 2:
+            continue
+        total = g["added"].sum()
+        oracle = g["measured_1gpu_ms"] + (total - g["added"]) / (len(g) - 1)
+        err += list((oracle / g["measured_ms"] - 1).abs())
+        if len(g) > 2:
+            cv_n.append(g["measured_ms"].std() / g["measured_ms"].mean())
+            cv_1.append(g["measured_1gpu_ms"].std() / g["measured_1gpu_ms"].mean())
+    if not err:
+        return []
+    return [f"- reproducibility floor: the row's measured one-GPU step + the other sessions' mean added time: mean "
+            f"|error| {np.mean(err):.1%} over {len(err)} rows; across sessions the measured N-rank step varies by "
+            f"{np.mean(cv_n):.1%} and the one-GPU step by {np.mean(cv_1):.1%} (mean coefficient of variation)"]
+
+
 def cell(col: str, v: Any) -> str:
     if isinstance(v, float) and np.isnan(v):
         return "-"
@@ -296,11 +322,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--only", help="workloads whose name contains this")
     p.add_argument("--scaleout-only", action="store_true", help="the scale-out from one GPU alone (no joint replay)")
     p.add_argument("--singles-from", type=Path, help="the collection whose one-GPU rows and traces to use")
-    p.add_argument("--band", nargs="+", type=Path, metavar="CSV", help="only print the band line of these tables "
-                   "(benchmarks/results/scaleout/*.csv written by this script), pooled")
+    p.add_argument("--band", nargs="+", type=Path, metavar="CSV", help="only print the band lines and the "
+                   "reproducibility floor of these tables (benchmarks/results/scaleout/*.csv written by this script), "
+                   "pooled")
     args = p.parse_args(argv)
     if args.band:
-        print("\n".join(band_lines(pd.concat([pd.read_csv(f) for f in args.band], ignore_index=True))))
+        pooled = pd.concat([pd.read_csv(f) for f in args.band], ignore_index=True)
+        print("\n".join(band_lines(pooled) + reproducibility_lines(pooled)))
         return 0
     df = evaluate(args.folder, args.only, args.scaleout_only, args.singles_from)
     if not len(df):
