@@ -9,7 +9,8 @@ duration less the profiler's overhead of the events inside it (overhead.estimate
 u, against the unit's parameter count (its fsdp::all_gather_copy_in / fsdp::chunk_cat tensor list); least squares
 cost = a + b x parameters per hook. The optimizer: per parameter per foreach op of the one-GPU trace's step.
 DDP (``ddp-w<N>``): every c10d::allreduce_ (the bucket's issue: record_param_comms, the NCCL launch, the events
-between the streams), the same way, one constant. Leave-one-workload-out: each coefficient refitted without each
+between the streams), the same way, one constant; the copy-out window from the backward's end to Optimizer.step per
+gradient, less the one-GPU trace's same window, and DistributedDataParallel.forward's own time (window_rows). Leave-one-workload-out: each coefficient refitted without each
 workload; the table gives the spread, so a reader sees how much one workload moves it.
 """
 from __future__ import annotations
@@ -33,7 +34,6 @@ HOOKS = {"FSDP::pre_forward": "pre_forward", "FSDP::post_forward": "post_forward
          "FSDP::root_post_backward_callback": "root_callback", "Optimizer.step": "optimizer",
          "c10d::allreduce_": "ddp_allreduce",
          "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad": "ddp_accumulate",
-         "torch.distributed.ddp.reducer::copy_bucket_to_grad": "ddp_copy_out",
          "FullyShardedDataParallel._pre_forward": "fsdp1_pre_forward",
          "FullyShardedDataParallel._post_forward": "fsdp1_post_forward",
          "FullyShardedDataParallel._pre_backward_hook": "fsdp1_pre_backward",
@@ -44,6 +44,9 @@ RATE_LIMITER = "FullyShardedDataParallel.rate_limiter"
 ALLREDUCE = "c10d::allreduce_"  # inside the AccumulateGrad node that completes a bucket: priced per bucket
 UNIT_LISTS = ("fsdp::all_gather_copy_in", "fsdp::chunk_cat")  # their first input: the unit's parameters
 PER_PARAM = ("pre_forward", "pre_backward", "post_backward")
+EVALUATE = "autograd::engine::evaluate_function"
+DDP_FORWARD = "DistributedDataParallel.forward"
+COPY_TO_GRAD = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
 
 
 def kind_of(name: str) -> Optional[str]:
@@ -70,6 +73,36 @@ def hook_rows(path: Path) -> list[dict[str, Any]]:
         waited = int(sum(end[j] - ts[j] for j in waits if inside[j] and j != i))
         rows.append({"kind": kind, "nparams": nparams, "dur_ns": int(end[i] - ts[i]) - waited,
                      "overhead_ns": int(est.op_ns[inside].sum()), "u_ns": est.evidence.unit_ns})
+    return rows
+
+
+def window_rows(path: Path, ddp: bool) -> list[dict[str, Any]]:
+    """DDP's host time outside its hooks' own record_functions, in the trace's last profiled step:
+    ``ddp_copy_out`` (DDP) / ``single_copy_window`` (one GPU): the whole window from the backward's last node to
+    Optimizer.step, where DDP's finalize_backward runs copy_bucket_to_grad once per gradient (nparams: how many);
+    the annotations alone miss the reducer's loop between them. ``ddp_forward``: DistributedDataParallel.forward's
+    own time before its first op and after its last (_pre_forward, the buffers' broadcast set-up, _post_forward).
+    The profiler's overhead of the events inside (overhead.estimate) is taken out of both."""
+    t = load(path)
+    est = overhead.estimate(t, one_clock=True)
+    o = t.ops.reset_index(drop=True)
+    ts, end, tid = (o[c].to_numpy() for c in (S.TS, S.END, S.TID))
+    names = o[S.NAME].astype(str).to_numpy()
+    step = (o[S.STEP] == o[S.STEP].max()).to_numpy()
+    bwd = step & np.array([n.startswith(EVALUATE) for n in names])
+    opt = step & np.array([n.startswith("Optimizer.step") for n in names])
+    if not bwd.any() or not opt.any():
+        return []
+    a, b = int(end[bwd].max()), int(ts[opt].min())
+    inside = step & (ts >= a) & (ts < b)
+    rows = [{"kind": "ddp_copy_out" if ddp else "single_copy_window", "nparams": int((inside & (names == COPY_TO_GRAD)).sum()),
+             "dur_ns": b - a, "overhead_ns": int(est.op_ns[inside].sum()), "u_ns": est.evidence.unit_ns}]
+    for i in np.flatnonzero(step & (names == DDP_FORWARD)) if ddp else []:
+        kids = step & (tid == tid[i]) & (ts > ts[i]) & (end <= end[i])
+        if kids.any():
+            own = int(ts[kids].min() - ts[i]) + int(end[i] - end[kids].max())
+            rows.append({"kind": "ddp_forward", "nparams": -1, "dur_ns": own, "overhead_ns": int(est.op_ns[i]),
+                         "u_ns": est.evidence.unit_ns})
     return rows
 
 
@@ -101,10 +134,11 @@ def collect(runs: list[Path]) -> pd.DataFrame:
                 if mode == "single" and run.name != singles_run.get(wl.name):
                     continue
                 for trace in sorted(folder.glob("rank*.pt.trace.json*")):
-                    for r in hook_rows(trace):
+                    windows = window_rows(trace, mode == "ddp") if mode in ("ddp", "single") else []
+                    for r in hook_rows(trace) + windows:
                         if r["kind"] == "ddp_accumulate" and mode == "single":  # the same node without DDP
                             r["kind"] = "single_accumulate"
-                        elif MODE_OF.get(r["kind"].split("_")[0], "fsdp") != mode:
+                        elif r["kind"] != "single_copy_window" and MODE_OF.get(r["kind"].split("_")[0], "fsdp") != mode:
                             continue
                         rows.append({"run": run.name, "workload": wl.name, "mode": folder.name, **r,
                                      "model_params": shape[0], "foreach_ops": shape[1]})
@@ -125,6 +159,13 @@ def fit(df: pd.DataFrame) -> dict[str, tuple[float, float]]:
             a, b = np.linalg.lstsq(np.c_[np.ones(len(g)), g["nparams"].to_numpy(dtype=float)], g["y_u"].to_numpy(),
                                    rcond=None)[0]
             out[kind] = (float(a), float(b))
+        elif kind == "ddp_copy_out":  # per gradient: the window less the one-GPU step's own, over the gradients
+            base = df[df["kind"] == "single_copy_window"].groupby("workload")["y_u"].median()
+            per = [(float(np.median(h["y_u"])) - float(base.get(w, 0.0))) / max(float(np.median(h["nparams"])), 1.0)
+                   for w, h in g.groupby("workload")]
+            out[kind] = (0.0, float(np.median(per)))
+        elif kind == "single_copy_window":
+            continue
         elif kind == "optimizer":
             per = g.groupby("workload").apply(lambda h: float(np.median(h["y_u"])) /
                                               max(h["model_params"].iat[0] * h["foreach_ops"].iat[0], 1))
@@ -147,7 +188,9 @@ def report(df: pd.DataFrame) -> str:
         lb = [v[kind][1] for v in held.values() if kind in v]
         lines.append(f"| {kind} | {a:.0f} | {b:.1f} | {min(la):.0f}-{max(la):.0f} | {min(lb):.1f}-{max(lb):.1f} |")
     lines += ["", "Optimizer: b is per parameter per foreach op of the one-GPU step. post_forward: a per unit; "
-              "ddp_allreduce and root_callback: a per bucket / per step; fsdp1_*: a per unit (FSDP1 flattens a unit's "
+              "ddp_allreduce, ddp_forward and root_callback: a per bucket / per step / per step; ddp_copy_out: b per "
+              "gradient, the window from the backward's end to Optimizer.step less the one-GPU trace's same window "
+              "(single_copy_window); fsdp1_*: a per unit (FSDP1 flattens a unit's "
               "parameters into one), its rate limiter's wait taken out.", "",
               "Per workload (median y in u):", "",
               _markdown(df.groupby(["kind", "workload"])["y_u"].median().unstack(0).round(0))]

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.errors import HabitatTraceError, SpecError
+from habitat_trace.ingest import schema as S
 from habitat_trace.scale import collective as C
 from habitat_trace.scale import dp_host as H
 from habitat_trace.scale.crossarch import dram_efficiency
@@ -232,7 +233,7 @@ def plan(tables: Any, params: Params, target: GpuSpec, so: ScaleOut) -> Plan:
             continue
         start, end = (int(x) for x in spans.loc[step, ["start_ns", "end_ns"]])
         if so.strategy == DDP:
-            _ddp_step(rows, step, f, end)
+            _ddp_step(rows, step, f, end, int(tables.steps[S.TS].iat[step]) + 1)
         else:
             warnings += _fsdp_step(rows, step, f, start, end)
             if so.strategy == FSDP:
@@ -245,7 +246,6 @@ def plan(tables: Any, params: Params, target: GpuSpec, so: ScaleOut) -> Plan:
 
 def backward_spans(tables: Any) -> pd.DataFrame:
     """Per step (index): the first backward node's start and the last one's end (CPU ns)."""
-    from habitat_trace.ingest import schema as S
     from habitat_trace.scale.params import EVALUATE
 
     ops = tables.ops
@@ -254,11 +254,12 @@ def backward_spans(tables: Any) -> pd.DataFrame:
     return pd.DataFrame({"start_ns": g[S.TS].min(), "end_ns": g[S.END].max()})
 
 
-def _ddp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_end: int) -> None:
-    """DDP: a mul_out copy per gradient as it is ready, an all-reduce per bucket once all of its gradients (and every
-    earlier bucket) are (its issue costs the host dp_host.DDP_BUCKET_U), the compute stream waiting for the last at
-    the backward's end, then the copies back."""
+def _ddp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_end: int, fwd_start: int) -> None:
+    """DDP: its forward's own host time (dp_host.DDP_FORWARD_U) at the step's start, a mul_out copy per gradient as it
+    is ready, an all-reduce per bucket once all of its gradients (and every earlier bucket) are (its issue costs the
+    host dp_host.DDP_BUCKET_U), the compute stream waiting for the last at the backward's end, then the copies back."""
     so = rows.so
+    rows.hook(step, fwd_start, H.DDP_FORWARD_U, "DDP forward (_pre_forward, _post_forward)")
     limits = (int(so.first_bucket_mb * MIB), int(so.bucket_mb * MIB))
     ready = f["ready_ns"].to_numpy()
     nbytes, dtypes = f["nbytes"].to_numpy(), f["dtype"].to_numpy()
@@ -363,7 +364,6 @@ def _copy_out(rows: _Rows, step: int, nbytes: np.ndarray, members: np.ndarray, a
 def _fsdp2_optimizer(rows: _Rows, tables: Any, step: int, nparams: int) -> None:
     """The optimizer's step over DTensor parameters (scale/dp_host.py): at the step's Optimizer.step, priced by the
     foreach ops the one-GPU step runs there (1 where it runs none: a per-parameter loop)."""
-    from habitat_trace.ingest import schema as S
 
     ops = tables.ops
     in_step = ops[S.STEP].to_numpy() == step

@@ -18,7 +18,8 @@ parameter count is the length of the unit's fsdp::all_gather_copy_in / fsdp::chu
 all-gather or reduce-scatter per unit (a), and a view, a DTensor or a copy per parameter (b). The optimizer's
 extra time is DTensor dispatch per parameter per foreach op (torch/distributed/tensor/_dispatch.py runs sharding
 propagation for every tensor of a list op). DDP's bucket: every c10d::allreduce_ of the DDP rank traces, the same
-way. Each coefficient refitted without each workload: benchmarks/results/scaleout/fit.md.
+way; DDP's copy-out and forward as whole windows (scaleout_fit.window_rows: the reducer's C++ loop and DDP's Python
+between its record_functions). Each coefficient refitted without each workload: benchmarks/results/scaleout/fit.md.
 """
 from __future__ import annotations
 
@@ -38,9 +39,16 @@ FSDP2_OPTIMIZER_U_PER_PARAM_OP = 14.9
 # NCCL launch and the event record/wait between the streams), per bucket, the median over workloads
 DDP_BUCKET_U = 318.0
 # DDP's reducer hook on each gradient (the AccumulateGrad node: mark_variable_ready and mul_out into the bucket,
-# the one-GPU node's own cost, ~0 u, left in the trace) and copy_bucket_to_grad after the last bucket, per gradient
+# the one-GPU node's own cost, ~0 u, left in the trace)
 DDP_GRAD_U = 27.0
-DDP_COPY_OUT_U = 11.0
+# finalize_backward's copy_bucket_to_grad, per gradient: the whole window from the backward's last node to
+# Optimizer.step less the one-GPU trace's same window, over the gradients (the record_functions alone, 11 u until
+# 2026-11-27, missed the reducer's loop between them); leave one workload out 20.2-22.1
+DDP_COPY_OUT_U = 20.4
+# DistributedDataParallel.forward's own time, per step, outside the module's ops: _pre_forward (the reducer's
+# prepare_for_forward, the buffers' broadcast set-up) and _post_forward (prepare_for_backward); leave one workload
+# out 1449-2093
+DDP_FORWARD_U = 1582.0
 # FSDP1 (FullyShardedDataParallel): per unit, its record_functions _pre_forward, _post_forward, _pre_backward_hook
 # (with the next unit's prefetch) and _post_backward_hook, the rate limiter's wait (limit_all_gathers) taken out;
 # FSDP1 flattens a unit's parameters into one FlatParameter, so no per-parameter term
