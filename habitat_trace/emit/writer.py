@@ -40,10 +40,52 @@ from habitat_trace.ingest.reader import GZIP_MAGIC
 from habitat_trace.ingest.trace import gc_paused
 from habitat_trace.pipeline.document import OCCUPANCY_KEYS, Rewrite, TargetDocument
 
-# Measured on an 11.6 MB output (gnmt): level 6 takes 0.13 s for 6.8% of the raw size;
-# level 9 0.25 s for 6.2%, level 1 0.04 s for 9.7%.
-GZIP_LEVEL = 6
+# The deflate behind every .gz we write: zlib-ng (python-zlib-ng, a dependency; the stdlib's zlib where it cannot be
+# imported). Measured on a 10.7 MB output (OPT, 2026-11-27): zlib level 6 137 ms for 704,329 bytes; zlib-ng level 5
+# 44 ms for 705,732 (+0.2%), its level 6 117 ms (674,640), level 3 41 ms (895,133). Level 5 of zlib-ng keeps the
+# size of the stdlib's level 6 at a third of its time (scale --to all spent 39 ms a target in it: docs/performance.md).
+_deflate: Any
+try:
+    from zlib_ng import zlib_ng as _deflate
+
+    GZIP_LEVEL = 5
+except ImportError:  # pragma: no cover - zlib-ng is a dependency; a build without its wheel still writes .gz
+    _deflate = zlib
+    GZIP_LEVEL = 6
 GZIP_WBITS = 31  # zlib's gzip wrapper (header with mtime 0, CRC and size trailer)
+
+
+# zlib-ng's output depends on how its input is cut into compress() calls (the stdlib's does not): every .gz is fed
+# in blocks of this size whatever pieces the writer yields, so equal documents give equal files
+GZIP_BLOCK = 1 << 20
+
+
+def gzip_stream(data: Iterable[bytes | memoryview]) -> Iterator[bytes]:
+    """``data`` joined and gzip'd (one member, mtime 0) by the writer's compressor, fed in GZIP_BLOCK blocks."""
+    comp = _deflate.compressobj(GZIP_LEVEL, _deflate.DEFLATED, GZIP_WBITS)
+    pending = bytearray()
+    for piece in data:
+        view = memoryview(piece).cast("B")
+        if pending:
+            take = GZIP_BLOCK - len(pending)
+            pending += view[:take]
+            view = view[take:]
+            if len(pending) < GZIP_BLOCK:
+                continue
+            yield comp.compress(pending)
+            pending = bytearray()
+        while len(view) >= GZIP_BLOCK:
+            yield comp.compress(view[:GZIP_BLOCK])
+            view = view[GZIP_BLOCK:]
+        pending += view
+    if pending:
+        yield comp.compress(pending)
+    yield comp.flush()
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    """``data`` gzip'd as every .gz we write: the bytes a streamed write of it produces, however it was cut."""
+    return b"".join(gzip_stream([data]))
 EVENTS_MARK = b"\x00"  # stands for the event array in the dumped document: orjson escapes a NUL in strings
 STDOUT = "-"  # -o -: write to stdout
 # The writer's chunks of a large trace: 2 MiB of JSON, ~10 MB while parsed and rewritten (ingest's 8 MiB: 40 MB more
@@ -378,9 +420,9 @@ class _Gate:
 class WriteBehind:
     """Target traces of a small document (its events kept parsed: ``behind``) written on a thread behind the caller,
     one at a time: a trace's bytes are made here (Python), its compression and the file's writes run on the thread
-    while the caller predicts the next target (zlib's deflate and the writes release the GIL: scale --to all of a
-    16k-event trace spends 39 ms a target in zlib at level 6). A large document, stdout or a device is written in
-    place, as ``write_trace`` does. ``submit(document, out, done)``: ``done(out)`` runs in the caller's thread once
+    while the caller predicts the next target (zlib-ng's deflate, like the stdlib's, and the writes release the GIL:
+    scale --to all of a 16k-event trace spent 39 ms a target in the stdlib's zlib at level 6, ~13 in zlib-ng's 5). A
+    large document, stdout or a device is written in place, as ``write_trace`` does. ``submit(document, out, done)``: ``done(out)`` runs in the caller's thread once
     the file is in place (in a later ``submit`` or in ``drain``), the write's error is raised there; ``abort()``
     (on an interrupt): a write in flight is renamed into place only if it got there before the abort (the gate),
     and returns whether it did (its ``done`` is the caller's to run then)."""
@@ -507,11 +549,8 @@ def write_pieces(data: Iterable[bytes | memoryview], out: Path, gzipped: bool = 
 
 def _copy(data: Iterable[bytes | memoryview], fh: Any, gz: bool) -> None:
     if gz:
-        # the stream gzip.compress(data, GZIP_LEVEL, mtime=0) makes in one piece: same bytes
-        comp = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WBITS)
-        for piece in data:
-            fh.write(comp.compress(piece))
-        fh.write(comp.flush())
+        for block in gzip_stream(data):  # the bytes gzip_bytes makes of the pieces joined
+            fh.write(block)
     else:
         for piece in data:
             fh.write(piece)
