@@ -121,23 +121,30 @@ def bert_large(dev: torch.device, tiny: bool) -> Workload:
     return _hf(dev, tiny, cfg, tr.BertForMaskedLM, BertLayer, (8, 256), torch.bfloat16)
 
 
+def _vision(dev: torch.device, tiny: bool, model: nn.Module, batch: int, autocast: Optional[torch.dtype],
+            optimizer: Callable[[Any], torch.optim.Optimizer], unit: Callable[[nn.Module], bool],
+            channels_last: bool = False, tiny_px: int = 64) -> Workload:
+    """A torchvision classifier on ``dev`` at ``batch`` x 224 px (2 x ``tiny_px`` px when tiny), cross-entropy."""
+    model = model.to(dev)
+    b, px = (2, tiny_px) if tiny else (batch, 224)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(b, 3, px, px, generator=g).to(dev)
+    if channels_last:
+        model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (b,), generator=g).to(dev)
+    return Workload(model, lambda m: F.cross_entropy(m(x), y), optimizer, unit, autocast,
+                    f"{b}x{px}px" + ("-cl" if channels_last else ""))
+
+
 def _resnet50(dev: torch.device, tiny: bool, batch: int, autocast: Optional[torch.dtype],
               channels_last: bool) -> Workload:
     """torchvision ResNet-50 (weights=None) at ``batch`` x 224 px (2 x 32 px when tiny), SGD with momentum."""
     tvm = _torchvision_models()
     from torchvision.models.resnet import Bottleneck
 
-    model = tvm.resnet50(weights=None).to(dev)
-    b, px = (2, 32) if tiny else (batch, 224)
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(b, 3, px, px, generator=g).to(dev)
-    if channels_last:
-        model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (b,), generator=g).to(dev)
-    return Workload(model, lambda m: F.cross_entropy(m(x), y),
-                    lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
-                    lambda m: isinstance(m, Bottleneck) and m.downsample is None, autocast,
-                    f"{b}x{px}px" + ("-cl" if channels_last else ""))
+    return _vision(dev, tiny, tvm.resnet50(weights=None), batch, autocast,
+                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                   lambda m: isinstance(m, Bottleneck) and m.downsample is None, channels_last, tiny_px=32)
 
 
 def resnet50(dev: torch.device, tiny: bool) -> Workload:
@@ -176,21 +183,6 @@ def mlp(dev: torch.device, tiny: bool) -> Workload:
     x = torch.randn(8 if tiny else 64, hidden, generator=torch.Generator().manual_seed(0)).to(dev)
     return Workload(model, lambda m: m(x).float().pow(2).mean(), _adamw, lambda m: isinstance(m, nn.Linear), None,
                     str(x.shape[0]))
-
-def _vision(dev: torch.device, tiny: bool, model: nn.Module, batch: int, autocast: Optional[torch.dtype],
-            optimizer: Callable[[Any], torch.optim.Optimizer], unit: Callable[[nn.Module], bool],
-            channels_last: bool = False) -> Workload:
-    """A torchvision classifier on ``dev`` at ``batch`` x 224 px (2 x 64 px when tiny), cross-entropy."""
-    model = model.to(dev)
-    b, px = (2, 64) if tiny else (batch, 224)
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(b, 3, px, px, generator=g).to(dev)
-    if channels_last:
-        model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (b,), generator=g).to(dev)
-    return Workload(model, lambda m: F.cross_entropy(m(x), y), optimizer, unit, autocast,
-                    f"{b}x{px}px" + ("-cl" if channels_last else ""))
-
 
 def convnext(dev: torch.device, tiny: bool) -> Workload:
     """torchvision ConvNeXt-T (28M, LayerNorm, no buffers), batch 32, bf16 autocast, AdamW; CNBlock is the unit."""
