@@ -195,20 +195,29 @@ def host_delays(syn: Synthesized, clock: CpuClock, unit_ns: float = FALLBACK_UNI
 
 
 def contend(syn: Synthesized, timeline: Timeline, slowdown: np.ndarray, worst: bool = False) -> Prediction:
-    """The prediction with every compute kernel slowed for the part of it a collective overlaps on ``timeline``:
+    """The prediction with every compute kernel slowed for the part of it the collectives hold SMs on ``timeline``:
     there it runs as on the target with the collective's channels fewer SMs (``slowdown`` per row: that time over
-    its time on all SMs, slowdown_fewer_sms): new = dur x (1 + overlap share x (slowdown - 1)). ``worst``: every
-    compute kernel that starts after its step's first collective counts as overlapped throughout."""
+    its time on all SMs, slowdown_fewer_sms): new = dur x (1 + held share x (slowdown - 1)). Held: from its step's
+    first collective's start to its last one's end (an NCCL kernel spins on its SMs until every rank has joined, so
+    a real rank's collectives span what a run of one rank shows as gaps between them: docs/distributed.md,
+    "Contention"), and wherever a collective overlaps it outside that. ``worst``: every compute kernel that starts
+    after its step's first collective counts as held throughout."""
     p, gpu = syn.prediction, syn.tables.gpu
     coll = np.zeros(len(gpu), dtype=bool)
     coll[syn.added] = p.method[syn.added] == COLLECTIVE_SYNTHESIZED
     s, e = timeline.gpu_start_ns, timeline.gpu_end_ns
     overlap = covered(s[coll], e[coll], s, e).astype(np.float64)
     frac = np.where(coll | (e <= s), 0.0, np.minimum(overlap / np.maximum(e - s, 1), 1.0))
-    if worst and coll.any():
+    if coll.any():
         step = gpu[S.STEP].to_numpy()
-        first = pd.Series(s[coll]).groupby(step[coll]).min()
-        since = first.reindex(step).to_numpy()
+        first = pd.Series(s[coll]).groupby(step[coll]).min().reindex(step).to_numpy()
+        last = pd.Series(e[coll]).groupby(step[coll]).max().reindex(step).to_numpy()
+        a = np.maximum(s, np.nan_to_num(first, nan=np.inf))
+        b = np.minimum(e, np.nan_to_num(last, nan=-np.inf))
+        held = np.clip((b - a) / np.maximum(e - s, 1), 0.0, 1.0)
+        frac = np.where(coll | (e <= s), 0.0, np.maximum(frac, held))
+    if worst and coll.any():
+        since = first
         frac = np.where(~coll & np.isfinite(since) & (s >= np.nan_to_num(since, nan=np.inf)), 1.0, frac)
     stretched = np.rint(p.dur_ns * (1.0 + frac * (np.asarray(slowdown, dtype=np.float64) - 1.0))).astype(np.int64)
     return replace(p, dur_ns=np.maximum(stretched, p.dur_ns))
