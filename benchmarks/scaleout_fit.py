@@ -10,8 +10,9 @@ u, against the unit's parameter count (its fsdp::all_gather_copy_in / fsdp::chun
 cost = a + b x parameters per hook. The optimizer: per parameter per foreach op of the one-GPU trace's step.
 DDP (``ddp-w<N>``): every c10d::allreduce_ (the bucket's issue: record_param_comms, the NCCL launch, the events
 between the streams), the same way, one constant; the copy-out window from the backward's end to Optimizer.step per
-gradient, less the one-GPU trace's same window, and DistributedDataParallel.forward's own time (window_rows). Leave-one-workload-out: each coefficient refitted without each
-workload; the table gives the spread, so a reader sees how much one workload moves it.
+gradient, less the one-GPU trace's same window, and DistributedDataParallel.forward's own time (window_rows).
+Leave-one-workload-out: each coefficient refitted without each workload; the table gives the spread, so a reader sees
+how much one workload moves it.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from habitat_trace.ingest import schema as S  # noqa: E402
 from habitat_trace.ingest.trace import load  # noqa: E402
-from habitat_trace.scale.params import recover  # noqa: E402
+from habitat_trace.scale.params import EVALUATE, recover  # noqa: E402
 from habitat_trace.timeline import overhead  # noqa: E402
 
 HOOKS = {"FSDP::pre_forward": "pre_forward", "FSDP::post_forward": "post_forward",
@@ -44,7 +45,6 @@ RATE_LIMITER = "FullyShardedDataParallel.rate_limiter"
 ALLREDUCE = "c10d::allreduce_"  # inside the AccumulateGrad node that completes a bucket: priced per bucket
 UNIT_LISTS = ("fsdp::all_gather_copy_in", "fsdp::chunk_cat")  # their first input: the unit's parameters
 PER_PARAM = ("pre_forward", "pre_backward", "post_backward")
-EVALUATE = "autograd::engine::evaluate_function"
 DDP_FORWARD = "DistributedDataParallel.forward"
 COPY_TO_GRAD = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
 
@@ -53,10 +53,14 @@ def kind_of(name: str) -> Optional[str]:
     return next((v for k, v in HOOKS.items() if name == k or name.startswith((k + " ", k + "#"))), None)
 
 
-def hook_rows(path: Path) -> list[dict[str, Any]]:
-    """One row per hook instance of the trace's last profiled step (module doc)."""
+def read(path: Path) -> tuple[Any, overhead.OverheadEstimate]:
+    """A rank trace's tables and its profiler-overhead estimate, which hook_rows and window_rows both read."""
     t = load(path)
-    est = overhead.estimate(t, one_clock=True)
+    return t, overhead.estimate(t, one_clock=True)
+
+
+def hook_rows(t: Any, est: overhead.OverheadEstimate) -> list[dict[str, Any]]:
+    """One row per hook instance of the trace's last profiled step (module doc)."""
     o = t.ops.reset_index(drop=True)
     ts, end, tid, names = (o[c].to_numpy() for c in (S.TS, S.END, S.TID, S.NAME))
     lists = np.flatnonzero(np.isin(names, UNIT_LISTS))
@@ -76,15 +80,13 @@ def hook_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def window_rows(path: Path, ddp: bool) -> list[dict[str, Any]]:
+def window_rows(t: Any, est: overhead.OverheadEstimate, ddp: bool) -> list[dict[str, Any]]:
     """DDP's host time outside its hooks' own record_functions, in the trace's last profiled step:
     ``ddp_copy_out`` (DDP) / ``single_copy_window`` (one GPU): the whole window from the backward's last node to
     Optimizer.step, where DDP's finalize_backward runs copy_bucket_to_grad once per gradient (nparams: how many);
     the annotations alone miss the reducer's loop between them. ``ddp_forward``: DistributedDataParallel.forward's
     own time before its first op and after its last (_pre_forward, the buffers' broadcast set-up, _post_forward).
     The profiler's overhead of the events inside (overhead.estimate) is taken out of both."""
-    t = load(path)
-    est = overhead.estimate(t, one_clock=True)
     o = t.ops.reset_index(drop=True)
     ts, end, tid = (o[c].to_numpy() for c in (S.TS, S.END, S.TID))
     names = o[S.NAME].astype(str).to_numpy()
@@ -95,8 +97,9 @@ def window_rows(path: Path, ddp: bool) -> list[dict[str, Any]]:
         return []
     a, b = int(end[bwd].max()), int(ts[opt].min())
     inside = step & (ts >= a) & (ts < b)
-    rows = [{"kind": "ddp_copy_out" if ddp else "single_copy_window", "nparams": int((inside & (names == COPY_TO_GRAD)).sum()),
-             "dur_ns": b - a, "overhead_ns": int(est.op_ns[inside].sum()), "u_ns": est.evidence.unit_ns}]
+    copies = int((inside & (names == COPY_TO_GRAD)).sum())
+    rows = [{"kind": "ddp_copy_out" if ddp else "single_copy_window", "nparams": copies, "dur_ns": b - a,
+             "overhead_ns": int(est.op_ns[inside].sum()), "u_ns": est.evidence.unit_ns}]
     for i in np.flatnonzero(step & (names == DDP_FORWARD)) if ddp else []:
         kids = step & (tid == tid[i]) & (ts > ts[i]) & (end <= end[i])
         if kids.any():
@@ -134,11 +137,12 @@ def collect(runs: list[Path]) -> pd.DataFrame:
                 if mode == "single" and run.name != singles_run.get(wl.name):
                     continue
                 for trace in sorted(folder.glob("rank*.pt.trace.json*")):
-                    windows = window_rows(trace, mode == "ddp") if mode in ("ddp", "single") else []
-                    for r in hook_rows(trace) + windows:
+                    t, est = read(trace)
+                    windows = window_rows(t, est, mode == "ddp") if mode in ("ddp", "single") else []
+                    for r in hook_rows(t, est) + windows:
                         if r["kind"] == "ddp_accumulate" and mode == "single":  # the same node without DDP
                             r["kind"] = "single_accumulate"
-                        elif r["kind"] != "single_copy_window" and MODE_OF.get(r["kind"].split("_")[0], "fsdp") != mode:
+                        elif MODE_OF.get(r["kind"].split("_")[0], "fsdp") != mode:
                             continue
                         rows.append({"run": run.name, "workload": wl.name, "mode": folder.name, **r,
                                      "model_params": shape[0], "foreach_ops": shape[1]})
@@ -147,7 +151,8 @@ def collect(runs: list[Path]) -> pd.DataFrame:
     return df
 
 
-MODE_OF = {"ddp": "ddp", "fsdp1": "fsdp1"}  # a hook kind's first word -> the mode whose traces it is read from
+# a hook kind's first word -> the mode whose traces it is read from
+MODE_OF = {"ddp": "ddp", "fsdp1": "fsdp1", "single": "single"}
 
 
 def fit(df: pd.DataFrame) -> dict[str, tuple[float, float]]:

@@ -53,39 +53,10 @@ except ImportError:  # pragma: no cover - zlib-ng is a dependency; a build witho
     _deflate = zlib
     GZIP_LEVEL = 6
 GZIP_WBITS = 31  # zlib's gzip wrapper (header with mtime 0, CRC and size trailer)
-
-
 # zlib-ng's output depends on how its input is cut into compress() calls (the stdlib's does not): every .gz is fed
 # in blocks of this size whatever pieces the writer yields, so equal documents give equal files
 GZIP_BLOCK = 1 << 20
 
-
-def gzip_stream(data: Iterable[bytes | memoryview]) -> Iterator[bytes]:
-    """``data`` joined and gzip'd (one member, mtime 0) by the writer's compressor, fed in GZIP_BLOCK blocks."""
-    comp = _deflate.compressobj(GZIP_LEVEL, _deflate.DEFLATED, GZIP_WBITS)
-    pending = bytearray()
-    for piece in data:
-        view = memoryview(piece).cast("B")
-        if pending:
-            take = GZIP_BLOCK - len(pending)
-            pending += view[:take]
-            view = view[take:]
-            if len(pending) < GZIP_BLOCK:
-                continue
-            yield comp.compress(pending)
-            pending = bytearray()
-        while len(view) >= GZIP_BLOCK:
-            yield comp.compress(view[:GZIP_BLOCK])
-            view = view[GZIP_BLOCK:]
-        pending += view
-    if pending:
-        yield comp.compress(pending)
-    yield comp.flush()
-
-
-def gzip_bytes(data: bytes) -> bytes:
-    """``data`` gzip'd as every .gz we write: the bytes a streamed write of it produces, however it was cut."""
-    return b"".join(gzip_stream([data]))
 EVENTS_MARK = b"\x00"  # stands for the event array in the dumped document: orjson escapes a NUL in strings
 STDOUT = "-"  # -o -: write to stdout
 # The writer's chunks of a large trace: 2 MiB of JSON, ~10 MB while parsed and rewritten (ingest's 8 MiB: 40 MB more
@@ -418,14 +389,14 @@ class _Gate:
 
 
 class WriteBehind:
-    """Target traces of a small document (its events kept parsed: ``behind``) written on a thread behind the caller,
-    one at a time: a trace's bytes are made here (Python), its compression and the file's writes run on the thread
-    while the caller predicts the next target (zlib-ng's deflate, like the stdlib's, and the writes release the GIL:
-    scale --to all of a 16k-event trace spent 39 ms a target in the stdlib's zlib at level 6, ~13 in zlib-ng's 5). A
-    large document, stdout or a device is written in place, as ``write_trace`` does. ``submit(document, out, done)``: ``done(out)`` runs in the caller's thread once
-    the file is in place (in a later ``submit`` or in ``drain``), the write's error is raised there; ``abort()``
-    (on an interrupt): a write in flight is renamed into place only if it got there before the abort (the gate),
-    and returns whether it did (its ``done`` is the caller's to run then)."""
+    """Target traces of a small document (its events kept parsed: ``behind``) written on a thread behind the caller, one
+    at a time: a trace's bytes are made here (Python), its compression and the file's writes run on the thread while
+    the caller predicts the next target (zlib-ng's deflate, like the stdlib's, and the writes release the GIL: scale
+    --to all of a 16k-event trace spent 39 ms a target in the stdlib's zlib at level 6, ~13 in zlib-ng's 5). A large
+    document, stdout or a device is written in place, as ``write_trace`` does. ``submit(document, out, done)``:
+    ``done(out)`` runs in the caller's thread once the file is in place (in a later ``submit`` or in ``drain``), the
+    write's error is raised there; ``abort()`` (on an interrupt): a write in flight is renamed into place only if it
+    got there before the abort (the gate), and returns whether it did (its ``done`` is the caller's to run then)."""
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled  # False: every write in place (no spare CPU for the thread)
@@ -545,6 +516,34 @@ def write_pieces(data: Iterable[bytes | memoryview], out: Path, gzipped: bool = 
             raise OutputError(f"{out}: cannot write ({exc.strerror}); check the directory's permissions") from None
         raise
     return out
+
+
+def gzip_stream(data: Iterable[bytes | memoryview]) -> Iterator[bytes]:
+    """``data`` joined and gzip'd (one member, mtime 0) by the writer's compressor, fed in GZIP_BLOCK blocks."""
+    comp = _deflate.compressobj(GZIP_LEVEL, _deflate.DEFLATED, GZIP_WBITS)
+    pending = bytearray()
+    for piece in data:
+        view = memoryview(piece).cast("B")
+        if pending:
+            take = GZIP_BLOCK - len(pending)
+            pending += view[:take]
+            view = view[take:]
+            if len(pending) < GZIP_BLOCK:
+                continue
+            yield comp.compress(pending)
+            pending = bytearray()
+        while len(view) >= GZIP_BLOCK:
+            yield comp.compress(view[:GZIP_BLOCK])
+            view = view[GZIP_BLOCK:]
+        pending += view
+    if pending:
+        yield comp.compress(pending)
+    yield comp.flush()
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    """``data`` gzip'd as every .gz we write: the bytes a streamed write of it produces, however it was cut."""
+    return b"".join(gzip_stream([data]))
 
 
 def _copy(data: Iterable[bytes | memoryview], fh: Any, gz: bool) -> None:

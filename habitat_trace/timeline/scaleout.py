@@ -216,9 +216,8 @@ def contend(syn: Synthesized, timeline: Timeline, slowdown: np.ndarray, worst: b
         b = np.minimum(e, np.nan_to_num(last, nan=-np.inf))
         held = np.clip((b - a) / np.maximum(e - s, 1), 0.0, 1.0)
         frac = np.where(coll | (e <= s), 0.0, np.maximum(frac, held))
-    if worst and coll.any():
-        since = first
-        frac = np.where(~coll & np.isfinite(since) & (s >= np.nan_to_num(since, nan=np.inf)), 1.0, frac)
+        if worst:
+            frac = np.where(~coll & np.isfinite(first) & (s >= np.nan_to_num(first, nan=np.inf)), 1.0, frac)
     stretched = np.rint(p.dur_ns * (1.0 + frac * (np.asarray(slowdown, dtype=np.float64) - 1.0))).astype(np.int64)
     return replace(p, dur_ns=np.maximum(stretched, p.dur_ns))
 
