@@ -212,6 +212,7 @@ class RankMap:
     prediction_warnings: tuple[tuple[str, ...], ...]  # per target
     host_warnings: tuple[str, ...]
     kept: Any  # fan_out's ``keep`` of the rank's tables
+    disturbed: frozenset[int] = frozenset()  # figures.disturbed_steps of the rank's tables
 
 
 @dataclass(frozen=True)
@@ -271,6 +272,7 @@ def _predictions(rank: Any, targets: Sequence[Optional[GpuSpec]]) -> list[Any]:
 def _summarize(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...], ranks: int,
                keep: Optional[Callable[[Any], Any]]) -> RankMap:
     """The first map (module doc)."""
+    from habitat_trace.pipeline.figures import disturbed_steps
     from habitat_trace.timeline.summary import prepare, summarize
 
     r = _rank(path, options)
@@ -288,14 +290,16 @@ def _summarize(path: Path, options: Options, targets: tuple[Optional[GpuSpec], .
         summaries.append(tuple(done[k] for k in keys))
     host = tuple(f"rank {r.number}: {w}" if ranks > 1 else w for w in r.clock.warnings)
     return RankMap(r.number, r.origin, tuple(summaries), tuple(tuple(p.warnings) for p in preds), host,
-                   None if keep is None else keep(r.tables))
+                   None if keep is None else keep(r.tables), disturbed_steps(r.tables) if ranks > 1 else frozenset())
 
 
 def _finish(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...], ranks: int,
-            combos: dict[tuple[int, int], Combo], write: Optional[Writer]) -> RankRound:
+            combos: dict[tuple[int, int], Combo], write: Optional[Writer], disturbed: frozenset[int] = frozenset()
+            ) -> RankRound:
     """The second map (module doc): the rank's replays on the settled durations, its figures per target and, with
-    ``write``, what it returns of them once no launch-queue round follows (scale: its traces written)."""
-    from habitat_trace.pipeline.figures import iteration_and_fastest
+    ``write``, what it returns of them once no launch-queue round follows (scale: its traces written); the figures
+    read the steps no rank's host was ``disturbed`` in (figures.joint_steps)."""
+    from habitat_trace.pipeline.figures import iteration_and_fastest, joint_steps
     from habitat_trace.timeline.joint import queue_delays
     from habitat_trace.timeline.replay import replay
     from habitat_trace.timeline.summary import summarize
@@ -303,6 +307,7 @@ def _finish(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...]
     r = _rank(path, options)
     preds = _predictions(r, targets)
     clocks = _clocks(r, ranks)
+    keep = joint_steps(r.tables, disturbed) if disturbed else None
     delays: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, RankSummary]] = {}
     replays: list[RankReplay] = []
     for ti, p in enumerate(preds):
@@ -324,9 +329,9 @@ def _finish(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...]
             out.append((joint, tl, clock))
         (joint, tl, clock), fast, slow = out[0], out[1][1], out[2][1]
         host = r.clock if clock is r.clock.clock else replace(r.clock, clock=clock)
-        ends = _Ends(iteration_and_fastest(r.tables, fast), iteration_and_fastest(r.tables, slow))
+        ends = _Ends(iteration_and_fastest(r.tables, fast, keep), iteration_and_fastest(r.tables, slow, keep))
         replays.append(RankReplay(r, joint, tl, host, band_ends=BandEnds(ends, [_band(r, ranks)]),
-                                  run_ranks=ranks))
+                                  run_ranks=ranks, keep=keep))
     rows = write(replays, targets) if write is not None and not delays else []
     return RankRound(tuple(RankFigures.of(rr) for rr in replays), delays, rows)
 
@@ -373,12 +378,13 @@ def fan_out(files: Sequence[Path], options: Options, targets: Sequence[GpuSpec],
     history: dict[tuple[int, int], list[tuple[tuple[np.ndarray, np.ndarray], ...]]] = \
         {k: [()] * len(files) for k in combos}
     settled = {k: settle(summaries[k]) for k in combos}
+    disturbed = frozenset().union(*(m.disturbed for m in maps))
     for rounds in range(MAX_QUEUE_ROUNDS + 1):
         progress(f"replaying {len(files)} ranks on {len(every)} GPUs" + (f" (launch-queue round {rounds})"
                                                                          if rounds else ""))
         plans = [{k: Combo(*_mine(settled[k], r), history[k][r], rounds < MAX_QUEUE_ROUNDS) for k in combos}
                  for r in range(len(files))]
-        done: list[RankRound] = pool.map(_finish, [(f, options, every, len(files), p, write)
+        done: list[RankRound] = pool.map(_finish, [(f, options, every, len(files), p, write, disturbed)
                                                    for f, p in zip(files, plans)], memory)
         again = {k for d in done for k in d.delays}
         if not again:

@@ -21,7 +21,7 @@ from habitat_trace.errors import HabitatTraceError
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.ingest.trace import Tables
-from habitat_trace.pipeline.figures import steady
+from habitat_trace.pipeline.figures import steady_steps
 from habitat_trace.timeline import hostband, overhead
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.steps import step_figures
@@ -160,7 +160,7 @@ def _pace(tables: Tables, clock: CpuClock, measured_ns: float) -> float:
     PACE_TOLERANCE."""
     launches = tables.calls.loc[tables.calls[S.NAME].isin(overhead.LAUNCH_CALLS)]
     if len(tables.steps):
-        keep = steady(tables.steps[S.STEP_NUMBER].to_numpy())
+        keep = steady_steps(tables)
         a, b = (tables.steps[k].to_numpy(dtype=np.int64)[keep] for k in (S.TS, S.END))
     elif len(launches):
         a, b = (np.array([launches[S.TS].min()], np.int64), np.array([launches[S.END].max()], np.int64))
@@ -182,7 +182,7 @@ def _given_warnings(tables: Tables, est: overhead.OverheadEstimate, given_ns: fl
     targets' host then misses the step given)."""
     out = []
     if est.floor is not None and len(tables.steps):
-        proven = float(np.mean(est.floor.step_ns[steady(tables.steps[S.STEP_NUMBER].to_numpy())]))
+        proven = float(np.mean(est.floor.step_ns[steady_steps(tables)]))
         if given_ns < hostband.MEASURED_FAST * proven:
             out.append(f"{STEP_OPTION} {given_ns / 1e6:.2f} ms is below what the trace proves of its step "
                        f"({proven / 1e6:.2f} ms: GPU work, launch calls, syncs): was it recorded with another model, "
@@ -204,8 +204,8 @@ def _calibration(tables: Tables, est: overhead.OverheadEstimate, measured_ns: fl
     """The factor on the model's costs that makes the mean un-profiled CPU step meet ``measured_ns``: when the
     measured step is CPU-bound (CPU_BOUND_MARGIN over the GPU busy time), removed = profiled - measured; else the
     host's step is at most the measurement, so the factor only grows until it is. Within 1/MAX..MAX. Over the
-    steady steps (pipeline.figures.steady)."""
-    keep = steady(tables.steps[S.STEP_NUMBER].to_numpy())
+    steady steps (pipeline.figures.steady_steps)."""
+    keep = steady_steps(tables)
     profiled = float(tables.steps[S.DUR].to_numpy()[keep].mean())
     removed = float(np.mean(est.per_step_ns[keep]))
     busy = float(step_figures(tables.steps, tables.gpu).table["gpu_busy_ns"].to_numpy()[keep].mean())

@@ -112,12 +112,12 @@ class Rank:
     @cached_property
     def floor_ms(self) -> float:
         """What the trace proves of its origin step (timeline/floors.py: busiest stream, calls, syncs), mean over
-        the steady ProfilerSteps (pipeline.figures.steady) in ms; 0 without steps."""
-        from habitat_trace.pipeline.figures import steady
+        the steady ProfilerSteps (pipeline.figures.steady_steps) in ms; 0 without steps."""
+        from habitat_trace.pipeline.figures import steady_steps
 
         if not len(self.tables.steps):
             return 0.0
-        keep = steady(self.tables.steps["number"].to_numpy())
+        keep = steady_steps(self.tables)
         return float(np.mean(floors.step_floor(self.tables).step_ns[keep])) / 1e6
 
     @cached_property
@@ -188,6 +188,7 @@ class RankReplay:
     band_ends: Optional[BandEnds] = None  # the replays on the rank's band (None: a point range)
     position: int = 0  # the rank's place in band_ends
     run_ranks: int = 1  # the ranks replayed jointly with it (their range holds the joint replay's own error too)
+    keep: Optional[np.ndarray] = None  # the steps its figures read (figures.joint_steps); None: figures.steady_steps
 
     @property
     def tables(self) -> Tables:
@@ -218,7 +219,7 @@ class RankReplay:
         H200: 27.5 ms busy on the band's fast clock, 32.4 central)."""
         from habitat_trace.pipeline.figures import iteration_figures
 
-        it, busy = iteration_figures(self.tables, self.timeline)
+        it, busy = iteration_figures(self.tables, self.timeline, self.keep)
         measured = self.host.measured_step_ns
         same = self.prediction.facts is None and self.origin == self.target and self.scaled_out is None
         floor = self.rank.floor_ms if same else 0.0
@@ -331,11 +332,13 @@ class Run:
         ``--world-size N``, the one rank as one of N (``scaled_out``)."""
         if self.options.data_parallel.active:
             return self.scaled_out(target)
-        from habitat_trace.pipeline.figures import iteration_and_fastest
+        from habitat_trace.pipeline.figures import disturbed_steps, iteration_and_fastest, joint_steps
 
         preds = [predict(r.tables, r.origin, target if target is not None else r.origin) for r in self.ranks]
         tables = [r.tables for r in self.ranks]
         joint = replay_ranks(tables, preds, [r.clock.clock for r in self.ranks])
+        disturbed = frozenset().union(*(disturbed_steps(t) for t in tables)) if len(tables) > 1 else frozenset()
+        keeps = [joint_steps(t, disturbed) if disturbed else None for t in tables]
 
         bands = [hostband.slowest_of(r.band, len(self.ranks)) for r in self.ranks]
 
@@ -344,12 +347,13 @@ class Run:
             # times only (Rank.band_tables)
             ps = [decontended(t, p) for t, p in zip(tables, preds)] if clocks[0] is bands[0].fast else preds
             views = [r.band_tables for r in self.ranks]
-            return [iteration_and_fastest(t, tl) for t, tl in zip(views, replay_ranks(views, ps, clocks).timelines)]
+            return [iteration_and_fastest(t, tl, k)
+                    for t, tl, k in zip(views, replay_ranks(views, ps, clocks).timelines, keeps)]
         ends = BandEnds(iterate, bands)
         ranks = tuple(RankReplay(r, p, tl, r.clock if c is None or c is r.clock.clock else replace(r.clock, clock=c),
-                                 band_ends=ends, position=i, run_ranks=len(self.ranks))
-                      for i, (r, p, tl, c) in enumerate(zip(self.ranks, joint.predictions, joint.timelines,
-                                                            joint.clocks)))
+                                 band_ends=ends, position=i, run_ranks=len(self.ranks), keep=k)
+                      for i, (r, p, tl, c, k) in enumerate(zip(self.ranks, joint.predictions, joint.timelines,
+                                                               joint.clocks, keeps)))
         warnings = tuple(dict.fromkeys([w for p in preds for w in p.warnings] + self.host_warnings()
                                        + list(joint.warnings)))
         return Replay(target, ranks, joint.collectives, joint.passes, warnings)
