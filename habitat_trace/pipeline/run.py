@@ -370,7 +370,10 @@ class Run:
         unit = r.clock.evidence.unit_ns if r.clock.evidence is not None else FALLBACK_UNIT_NS
         prepared = prepare(r.tables, pred, plan, r.params)
         out = scale_out(r.tables, pred, plan, r.clock.clock, r.params, unit, prepared=prepared)
-        host = r.clock if out.clock is r.clock.clock else replace(r.clock, clock=out.clock)
+        # the record keeps the host the user gave (its speed); a DDP rank's slowest-host pace is the scale-out's
+        # (document.scale_out_record)
+        host = r.clock if out.clock is r.clock.clock else replace(r.clock, clock=replace(out.clock,
+                                                                                         speed=r.clock.clock.speed))
 
         band = hostband.slowest_of(r.band, plan.world_size)  # every collective waits for the slowest rank's host
 

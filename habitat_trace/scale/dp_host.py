@@ -23,6 +23,9 @@ between its record_functions). Each coefficient refitted without each workload: 
 """
 from __future__ import annotations
 
+import math
+from functools import lru_cache
+
 # (a, b) per hook, in u: a per unit, b per parameter of the unit (benchmarks/results/scaleout/fit.md)
 FSDP2_HOOK_U = {
     "pre_forward": (1792.0, 103.2),  # all-gather copy-in, the all-gather, copy-out into the unsharded parameters
@@ -49,6 +52,40 @@ DDP_COPY_OUT_U = 20.4
 # prepare_for_forward, the buffers' broadcast set-up) and _post_forward (prepare_for_backward); leave one workload
 # out 1449-2093
 DDP_FORWARD_U = 1582.0
+# DDP's ranks wait for the slowest host. Every bucket's all-reduce starts when the last rank launches it, so a
+# launch-bound DDP step runs at the pace of the slowest of N hosts, not of one: if each rank's host time per step
+# varies independently with coefficient of variation c, the step is E[max of N] = (1 + c e_N) times the mean (e_N the
+# expected maximum of N standard normals: Tippett, Biometrika 1925; e_2 = 1/sqrt(pi) = 0.564, e_4 = 1.029). c is
+# measured where nothing synchronizes the ranks: the solo runs (every GPU runs the one-GPU step at once,
+# ground_truth/h100x4-solo-20261126), the ranks' per-iteration sample CV, median over the iterations, of the
+# launch-bound workloads (BERT-large, GPT-2 b2, Llama, ResNet-50 bf16; their step over 1.2x their GPU busy time) at 2
+# and 4 ranks: 0.048-0.122, median 0.104 (GPU-bound workloads 0.003-0.007: their GPUs set the step). Applied to the
+# host clock of a DDP rank (timeline/scaleout.scale_out): a GPU-bound step does not follow it. Not for FSDP: its hook
+# costs (FSDP2_HOOK_U, FSDP1_HOOK_U) are read from the profiled ranks' record_functions, waits for the peers inside.
+DDP_HOST_CV = 0.104
+
+
+@lru_cache(maxsize=None)
+def expected_max_normal(n: int) -> float:
+    """E[max of ``n`` independent standard normals]: the integral of x n phi(x) Phi(x)^(n-1) (midpoint rule over
+    -12..12 in steps of 1/400; e_1 = 0, e_2 = 0.5642, e_4 = 1.0294)."""
+    if n <= 1:
+        return 0.0
+    h, total = 1.0 / 400, 0.0
+    for i in range(24 * 400):
+        x = -12.0 + (i + 0.5) * h
+        pdf = math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+        cdf = 0.5 * (1 + math.erf(x / math.sqrt(2)))
+        total += x * n * pdf * cdf ** (n - 1)
+    return total * h
+
+
+def ddp_host_slowdown(world_size: int) -> float:
+    """How much slower a DDP rank's host runs its step than one GPU's: the slowest of ``world_size`` hosts
+    (DDP_HOST_CV); 1.0 for one rank."""
+    return 1.0 + DDP_HOST_CV * expected_max_normal(int(world_size))
+
+
 # FSDP1 (FullyShardedDataParallel): per unit, its record_functions _pre_forward, _post_forward, _pre_backward_hook
 # (with the next unit's prefetch) and _post_backward_hook, the rate limiter's wait (limit_all_gathers) taken out;
 # FSDP1 flattens a unit's parameters into one FlatParameter, so no per-parameter term

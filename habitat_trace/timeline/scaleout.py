@@ -23,6 +23,7 @@ from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
 from habitat_trace.scale import collective as C
 from habitat_trace.scale import dataparallel as D
+from habitat_trace.scale.dp_host import ddp_host_slowdown
 from habitat_trace.scale.params import COLUMNS, Params, recover
 from habitat_trace.scale.prediction import (COLLECTIVE_SYNTHESIZED, COPY_SYNTHESIZED, KernelFacts, Prediction)
 from habitat_trace.timeline.commstream import add_events
@@ -108,12 +109,15 @@ def scale_out(tables: Any, prediction: Prediction, so: D.ScaleOut, clock: Option
     channels hold (``contend``) and the step replayed once more. ``worst_contention`` (the slow end of a range):
     every compute kernel from the step's first collective on is slowed as if one overlapped it throughout: a rank
     that waits for a later one holds its collective's SMs for the wait, which a run of one rank cannot show.
-    ``host_work`` False: the added kernels cost the host nothing (explain's split of the step). ``prepared``: what
-    does not depend on the clock (``prepare``), shared by the replays of one scale-out on several clocks."""
+    ``host_work`` False: the added kernels cost the host nothing and a DDP rank's host is one GPU's (explain's split of
+    the step); True: a DDP rank's host runs at the slowest of N hosts' pace (dp_host.ddp_host_slowdown). ``prepared``:
+    what does not depend on the clock (``prepare``), shared by the replays of one scale-out on several clocks."""
     prep = prepared or prepare(tables, prediction, so, params)
     syn = prep.synthesized
     clock = clock or CpuClock.identity()
     if so.world_size > 1 and host_work:
+        if so.strategy == D.DDP:
+            clock = replace(clock, speed=clock.speed / ddp_host_slowdown(so.world_size))
         clock = clock.delayed(*host_delays(syn, clock, unit_ns))
     joint = replay_ranks([syn.tables], [syn.prediction], [clock])
     if prep.channels > 0:
