@@ -153,3 +153,18 @@ def test_unmutated_base_is_valid(tmp_path: Path) -> None:
     main(["scale", str(src), "--to", "A100", "-o", str(out)])
     _assert_valid(src, out, BASE)
     assert not math.isnan(json.loads(out.read_text())["traceEvents"][-1].get("ts", 0.0))
+
+
+
+def test_a_flow_bound_to_a_kernel_without_cat_stays_inside_it(tmp_path: Path) -> None:
+    """Regression (this fuzz in CI, 2026-11-27; tests/data/fuzz_kernel_without_cat.pt.trace.json.gz is its falsifying
+    input: the MLP fixture with a kernel's "cat" and another event's "dur" dropped, shuffled). A kernel without "cat"
+    is not a GPU row, so its times take the CPU map; the ac2g flow bound to it moved with the GPU event before it
+    instead and left the slice ("flow f ... is inside no slice on its track"). A flow outside every GPU row now takes
+    the CPU map too."""
+    src = tmp_path / "in.pt.trace.json"
+    src.write_bytes(gzip.decompress((Path(__file__).parent / "data/fuzz_kernel_without_cat.pt.trace.json.gz")
+                                    .read_bytes()))
+    out = tmp_path / "out.pt.trace.json"
+    main(["scale", str(src), "--to", "A100", "-o", str(out)])
+    _assert_valid(src, out, json.loads(src.read_text()))

@@ -73,7 +73,7 @@ def replay(trace: Any, prediction: Prediction, clock: CpuClock | None = None) ->
         if old_ts[a.event] != NO_TIME:  # (a times_view keeps no annotation)
             ts[a.event], dur[a.event] = a.span(start, end)
     moved = start[f.row] + f.offset
-    ts[f.event] = np.where(f.inside, np.minimum(moved, end[f.row]), moved)
+    ts[f.event[f.inside]] = np.minimum(moved, end[f.row])[f.inside]  # the rest keep the CPU map, as untabled slices
     return Timeline(ts, dur, old_ts, old_dur, start, end, breaks)
 
 
@@ -213,9 +213,10 @@ def _gpu_flows(trace: Any) -> _Flows:
             pos = np.searchsorted(old[rows], fts, side="right") - 1
             r = rows[np.maximum(pos, 0)]
             inside = (pos >= 0) & (fts <= old_end[r])
-            # between two GPU events of the track (an event ingest dropped, a user annotation): move with the GPU
-            # event before it, whose timeline it is on (the CPU map moves CPU time, which no longer runs in step
-            # with it); the rest come before the track's first GPU event: the CPU map
+            # between two GPU events of the track (inside an event ingest dropped, e.g. a kernel without "cat"):
+            # the CPU map, the one that event's own times take, so a flow bound to it stays inside it (issue 33's
+            # fuzz: moved with the GPU event before it, the flow left the slice it was bound to); before the track's
+            # first GPU event: the CPU map too
             ok = pos >= 0
             parts.append((fev[fsel][ok], r[ok], (fts - old[r])[ok], inside[ok]))
     if not parts:
