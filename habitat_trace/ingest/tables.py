@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import repeat
+from operator import itemgetter
 from typing import Any, Sequence
 
 import numpy as np
@@ -105,14 +106,24 @@ def _shared(rows: list[tuple]) -> list[tuple]:
     and a parsed trace holds new lists and strings for each op (1.2x the file of a 50-step GPT-2 trace).
     Rows are equal when their JSON is; JSON writes both None and NaN as null, so a row whose JSON has a
     null joins another only when they also compare equal (NaN never does). A row orjson cannot write
-    (an int past 64 bits, possible only from the json-module fallback) leaves the rows unshared."""
+    (an int past 64 bits, possible only from the json-module fallback) leaves the rows unshared.
+    The rows are grouped by their JSON (factorized, no Python loop); only a row whose JSON has a null and that is not
+    the first of its group is compared with that first one."""
     try:
-        keys = list(map(orjson.dumps, rows))
+        keys = np.fromiter(map(orjson.dumps, rows), dtype=object, count=len(rows))
     except orjson.JSONEncodeError:
         return rows
-    seen: dict[bytes, tuple] = {}
-    return [s if (s := seen.setdefault(k, r)) is r or b"null" not in k or s == r else r
-            for k, r in zip(keys, rows)]
+    codes, uniq = pd.factorize(keys, sort=False)  # codes number the groups in the order they first appear
+    n = np.arange(len(rows))
+    new = np.ones(len(rows), dtype=bool)
+    new[1:] = codes[1:] > np.maximum.accumulate(codes)[:-1]
+    source = np.flatnonzero(new)[codes]  # each row's group's first row
+    nulls = np.fromiter((b"null" in k for k in uniq), dtype=bool, count=len(uniq))
+    out = list(itemgetter(*source.tolist())(rows)) if len(rows) > 1 else list(rows)
+    for i in np.flatnonzero(nulls[codes] & (source != n)).tolist():
+        if out[i] != rows[i]:  # NaN never equals itself: the row keeps its own object
+            out[i] = rows[i]
+    return out
 
 
 def _columns(rows: list[tuple], n: int) -> list[list[Any]]:
