@@ -26,7 +26,9 @@ import stat
 import sys
 import threading
 import zlib
+from collections import deque
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional
 
@@ -36,6 +38,7 @@ import orjson
 from habitat_trace.errors import OutputError, TraceFormatError
 from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.ingest.events import Events, event_chunks, fresh_dicts
+from habitat_trace.ingest.fields import take
 from habitat_trace.ingest.reader import GZIP_MAGIC
 from habitat_trace.ingest.trace import gc_paused
 from habitat_trace.pipeline.document import OCCUPANCY_KEYS, Rewrite, TargetDocument
@@ -165,6 +168,12 @@ def _retime(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
     ts_f = us_fragments(r.ts[rows])
     dur = r.dur[rows]
     has_dur = dur != NO_TIME
+    if not copy:  # the caller's own dicts, changed in place: one C-level pass per key (the same keys, in order)
+        mine = take(events, (rows - first).tolist())
+        deque(map(dict.__setitem__, mine, repeat("ts"), ts_f), maxlen=0)
+        deque(map(dict.__setitem__, take(mine, np.flatnonzero(has_dur).tolist()), repeat("dur"),
+                  us_fragments(dur[has_dur])), maxlen=0)
+        return
     dur_f: list[Any] = [None] * len(rows)
     for j, frag in zip(np.flatnonzero(has_dur).tolist(), us_fragments(dur[has_dur])):
         dur_f[j] = frag
