@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tests.conftest import new_violations
 from habitat_trace.timeline.replay import cpu_map, replay
 from habitat_trace.timeline.schedule import Breaks
-from habitat_trace.emit.writer import us_fragments, us_text
+from habitat_trace.emit.writer import us_fragments, us_text, us_texts
 from habitat_trace.ingest import columns as col
 from habitat_trace.ingest import load
 from habitat_trace.scale.prediction import FALLBACK, Prediction
@@ -33,6 +33,13 @@ def test_us_text_round_trips_to_the_nanosecond(ns: list[int]) -> None:
     back = col.us_to_ns(np.array([float(t) for t in texts]))
     assert back.tolist() == ns
     assert len(frags) == len(ns)
+
+
+@given(st.lists(st.one_of(st.integers(-2**63 + 1, 2**63 - 1), st.integers(-10**6, 10**6),
+                          st.sampled_from([0, 999, 1000, 10**15 - 1, 10**15, 2**63 - 1])), max_size=50))
+def test_us_texts_is_us_text_of_each(ns: list[int]) -> None:
+    """The vectorized write of a whole column (digits laid out per digit count) against the one-number format."""
+    assert us_texts(np.array(ns, dtype=np.int64)) == [us_text(v) for v in ns]
 
 
 @given(st.lists(st.tuples(st.integers(0, 1000), st.integers(1, 1000), st.integers(-2000, 2000)), max_size=8),

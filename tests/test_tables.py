@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from habitat_trace.ingest.tables import _strings, bucket_events
+from habitat_trace.ingest.columns import strings as _strings
+from habitat_trace.ingest.tables import bucket_events
 
 
 @pytest.mark.parametrize("values", [

@@ -26,7 +26,9 @@ import stat
 import sys
 import threading
 import zlib
+from collections import deque
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional
 
@@ -36,6 +38,7 @@ import orjson
 from habitat_trace.errors import OutputError, TraceFormatError
 from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.ingest.events import Events, event_chunks, fresh_dicts
+from habitat_trace.ingest.fields import take
 from habitat_trace.ingest.reader import GZIP_MAGIC
 from habitat_trace.ingest.trace import gc_paused
 from habitat_trace.pipeline.document import OCCUPANCY_KEYS, Rewrite, TargetDocument
@@ -64,6 +67,10 @@ STDOUT = "-"  # -o -: write to stdout
 WRITE_CHUNK_BYTES = 1 << 21
 
 
+POW10 = 10 ** np.arange(19, dtype=np.int64)  # 1 .. 10**18: every int64 has at most 19 digits
+ZERO = ord("0")
+
+
 def us_text(ns: int) -> bytes:
     """Integer ns as µs with exactly three decimals: 4457346609398043 -> b"4457346609398.043"."""
     q, r = divmod(abs(ns), 1000)
@@ -71,12 +78,38 @@ def us_text(ns: int) -> bytes:
 
 
 def us_texts(ns: np.ndarray) -> list[bytes]:
-    """``us_text`` for an int64 array (one bytes-format per number: the hot path)."""
+    """``us_text`` for an int64 array: the hot path of a write (every event's ts and dur). The digits are laid out
+    left-aligned in a NUL-padded byte matrix, which numpy hands back as one bytes object per row without its NULs
+    (measured on 1.12M values, one process: 0.24 s against 0.37 s for a bytes-format per number on issue 34's
+    timestamps, 0.16 s against 0.31 s on durations); int64's minimum, which has no absolute value, goes through the
+    format."""
     a = np.abs(ns)
-    texts = list(map(b"%d.%03d".__mod__, zip((a // 1000).tolist(), (a % 1000).tolist())))
+    if len(a) and a.min() < 0:
+        texts = list(map(b"%d.%03d".__mod__, zip((a // 1000).tolist(), (a % 1000).tolist())))
+    else:
+        texts = _texts(a // 1000, a % 1000)
     for i in np.flatnonzero(ns < 0).tolist():
         texts[i] = b"-" + texts[i]
     return texts
+
+
+def _texts(whole: np.ndarray, frac: np.ndarray) -> list[bytes]:
+    """``b"%d.%03d" % (w, f)`` for non-negative int64 arrays (``frac`` < 1000), one group of whole parts with the
+    same number of digits at a time (a trace's timestamps mostly share theirs)."""
+    digits = np.maximum(np.searchsorted(POW10, whole, side="right"), 1)  # 10**(d-1) <= w < 10**d
+    width = int(digits.max(initial=1)) + 4
+    text = np.zeros((len(whole), width), dtype=np.uint8)
+    for d in np.unique(digits).tolist():
+        rows = np.flatnonzero(digits == d) if d != width - 4 or digits.min() != d else slice(None)
+        w, f = whole[rows], frac[rows]
+        part = np.empty((len(w), d + 4), dtype=np.uint8)
+        for j in range(d):
+            part[:, j] = w // int(POW10[d - 1 - j]) % 10 + ZERO
+        part[:, d] = ord(".")
+        for k, power in enumerate((100, 10, 1), start=1):
+            part[:, d + k] = f // power % 10 + ZERO
+        text[rows, :d + 4] = part
+    return text.view(f"S{width}").ravel().tolist()  # numpy's bytes drop the trailing NULs
 
 
 def us_fragments(ns: np.ndarray) -> list[orjson.Fragment]:
@@ -135,6 +168,12 @@ def _retime(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
     ts_f = us_fragments(r.ts[rows])
     dur = r.dur[rows]
     has_dur = dur != NO_TIME
+    if not copy:  # the caller's own dicts, changed in place: one C-level pass per key (the same keys, in order)
+        mine = take(events, (rows - first).tolist())
+        deque(map(dict.__setitem__, mine, repeat("ts"), ts_f), maxlen=0)
+        deque(map(dict.__setitem__, take(mine, np.flatnonzero(has_dur).tolist()), repeat("dur"),
+                  us_fragments(dur[has_dur])), maxlen=0)
+        return
     dur_f: list[Any] = [None] * len(rows)
     for j, frag in zip(np.flatnonzero(has_dur).tolist(), us_fragments(dur[has_dur])):
         dur_f[j] = frag

@@ -21,7 +21,7 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.ingest import rules, tables
 
 AMD_SNIFF_CALLS = 50  # runtime calls looked at for a hip* name (ROCm traces name every call hip*)
-BUILDERS: dict[str, Callable[[list[Any], dict[str, list[int]]], pd.DataFrame]] = {
+BUILDERS: dict[str, Callable[[tables.Chunk], pd.DataFrame]] = {
     "gpu": tables.gpu_table, "ops": tables.op_table, "calls": tables.call_table, "syncs": tables.sync_table,
     "gpu_annotations": tables.annotation_table, "memory": tables.memory_table, "collectives": tables.collective_table,
     **{cat: partial(tables.flow_part, cat=cat) for cat in tables.FLOW_CATEGORIES},
@@ -52,21 +52,20 @@ def assemble(chunks: Iterable[tuple[int, list[Any]]]) -> Parts:
     seen, hip = 0, False
     checker = rules.Checker()
     for first, events in chunks:
-        buckets = tables.bucket_events(events)
+        chunk = tables.Chunk.of(events)
         for name, build in BUILDERS.items():
-            df = build(events, buckets)
+            df = build(chunk)
             if first:
                 df[S.EVENT] += first
             frames[name].append(df)
-        fields = tables.EventFields.of(events)
-        t, d = tables.event_times(fields)
-        checker.feed(first, events, fields)
+        t, d = tables.event_times(chunk.fields)
+        checker.feed(first, events, chunk.fields)
         ts.append(t)
         dur.append(d)
-        calls = buckets.get(S.CAT_RUNTIME, [])[:max(AMD_SNIFF_CALLS - seen, 0)]
+        calls = chunk.rows((S.CAT_RUNTIME,))[:max(AMD_SNIFF_CALLS - seen, 0)].tolist()
         seen += len(calls)
         hip = hip or any(str(events[i].get("name", "")).startswith("hip") for i in calls)
-        del events, buckets  # before the next chunk is parsed
+        del events, chunk  # before the next chunk is parsed
     if not ts:
         return assemble([(0, [])])
     violations = tuple(checker.violations())  # before the tables are joined: the two peaks do not add up

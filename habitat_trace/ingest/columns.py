@@ -9,17 +9,25 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 
 # int64 ns columns: the event has no such time (NaN or absent ts/dur, metadata, non-X events)
 NO_TIME = np.iinfo(np.int64).min
 
 NS_PER_US = 1000
+NUMBERS = {int, float, type(None)}  # the types a float64 conversion reads as ``float`` does (None: NaN)
 
 
 def floats(values: Sequence[Any]) -> np.ndarray:
     """float64 array; None, strings (even "12": the rules Perfetto's importer applies take no string for a time,
     ingest/rules.py) and other junk become NaN. The dtype numpy infers says whether every value is a number: a
-    conversion straight to float64 would parse "12" (and the output then broke check, issue 33)."""
+    conversion straight to float64 would parse "12" (and the output then broke check, issue 33). Only ints, floats
+    and None (a key absent from some events: NaN): one conversion, each value as ``float`` reads it."""
+    if set(map(type, values)) <= NUMBERS:
+        try:
+            return np.array(values, dtype=np.float64)
+        except OverflowError:  # an int past a double's range: NaN, one by one below
+            pass
     try:
         arr = np.array(values)
         if arr.ndim == 1 and arr.dtype.kind in "fiu":
@@ -45,6 +53,8 @@ def triples(values: Sequence[Any], default: int = 0) -> np.ndarray:
     """(n, 3) int64 array from [x, y, z] lists (grid, block); malformed entries become ``default``."""
     if not values:
         return np.zeros((0, 3), dtype=np.int64)
+    if values.count(None) == len(values):  # runtime calls of a CUDA trace carry none (list.count: one C loop)
+        return np.full((len(values), 3), default, dtype=np.int64)
     fill = (default, default, default)  # copies and sets have no grid/block: keep the fast path
     try:
         arr = np.array([fill if v is None else v for v in values], dtype=np.float64)
@@ -53,6 +63,35 @@ def triples(values: Sequence[Any], default: int = 0) -> np.ndarray:
     except (TypeError, ValueError, OverflowError):
         pass
     return np.array([_triple(v, default) for v in values], dtype=np.int64).reshape(-1, 3)
+
+
+def text(values: list[str] | np.ndarray) -> Any:
+    """A string column that stays a string column when empty (pandas makes ``[]`` float64). Equal
+    strings share one object: a parsed trace holds a new str per event (a 60-byte "cpu_op" each); an object
+    array comes with its equal strings shared already (EventFields.names_at)."""
+    if isinstance(values, list):
+        seen: dict[str, str] = {}
+        values = [seen.setdefault(v, v) for v in values]
+    return pd.array(values, dtype="str")
+
+
+def strings(values: Sequence[Any]) -> np.ndarray:
+    """``str(v)`` for each value, computed once per distinct value (pids and tids repeat a lot).
+
+    Hashing groups values that compare equal (1, 1.0, True; None and nan), so only ints and strings
+    take the grouped path; anything else is stringified one by one.
+    """
+    types = set(map(type, values))
+    if types == {int}:
+        try:
+            codes, uniq = pd.factorize(np.array(values, dtype=np.int64), sort=False)
+        except OverflowError:
+            return np.array([str(v) for v in values], dtype=object)
+    elif types <= {int, str}:
+        codes, uniq = pd.factorize(pd.Series(values, dtype=object), sort=False, use_na_sentinel=False)
+    else:
+        return np.array([str(v) for v in values], dtype=object)
+    return np.array([str(u) for u in uniq] or [""], dtype=object)[codes]
 
 
 def us_to_ns(us: np.ndarray) -> np.ndarray:

@@ -18,20 +18,24 @@ checked against them.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, Hashable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from habitat_trace.ingest import fields as F
 from habitat_trace.ingest.events import event_chunks
-from habitat_trace.ingest.tables import NOT_OBJECT, EventFields
+from habitat_trace.ingest.fields import EventFields, take
+from habitat_trace.ingest.linking import previous_open
 
 UINT32_MAX = 2**32 - 1
 # what the rules do with an event, by its ph: skip it (metadata, not an object), check its times (any other ph), and
 # place it on its track (slices, flows)
 _SKIP, _OTHER, _SLICE, _FLOW_S, _FLOW_F = range(5)
-_KINDS = {"M": _SKIP, NOT_OBJECT: _SKIP, "X": _SLICE, "s": _FLOW_S, "f": _FLOW_F}
+_KIND_OF_PHASE = np.full(max(F.PHASES.values()) + 1, _OTHER, dtype=np.int8)  # by EventFields.phase code
+_KIND_OF_PHASE[[F.M, F.NOT_OBJECT_PH, F.X, F.FLOW_S, F.FLOW_F]] = _SKIP, _SKIP, _SLICE, _FLOW_S, _FLOW_F
 EPS_US = 0.0005  # half a nanosecond: µs values are written with 3 decimals
 
 
@@ -61,15 +65,12 @@ def _num(v: Any) -> bool:
         return False
 
 
-def _numbers(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+def _numbers(values: Sequence[Any], arr: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """(each value as a float64, whether it is a finite number: an int or float, not a bool), as ``_num`` and
-    ``float`` read them one by one; vectorized when every value is an int or a float (a Kineto trace's times)."""
-    if set(map(type, values)) <= {int, float, type(None)}:  # None: numpy's NaN, never finite, as _num says
-        try:
-            arr = np.array(values, dtype=np.float64)
-            return arr, np.isfinite(arr)
-        except OverflowError:  # an int past a double's range: _num says so (or raises) one by one
-            pass
+    ``float`` read them one by one; ``arr``: EventFields.numbers, the values as float64 when every value is an
+    int, a float or None (a Kineto trace's times; None: NaN, never finite, as _num says)."""
+    if arr is not None:
+        return arr, np.isfinite(arr)
     ok = np.array([_num(v) for v in values], dtype=bool)
     return np.array([float(v) if k else np.nan for v, k in zip(values, ok)], dtype=np.float64), ok
 
@@ -87,15 +88,6 @@ def _bad_ids(values: Sequence[Any]) -> np.ndarray:
     return np.array([_bad_id(v) for v in values], dtype=bool) if bad else np.zeros(len(values), dtype=bool)
 
 
-def _kinds(ph: Sequence[Any]) -> np.ndarray:
-    """Each event's kind (_KINDS; _OTHER for any other ph), by a lookup per event; an unhashable ph (a list) is
-    another ph."""
-    try:
-        return np.fromiter(map(_KINDS.get, ph, repeat(_OTHER)), dtype=np.int8, count=len(ph))
-    except TypeError:
-        return np.array([_KINDS.get(p, _OTHER) if isinstance(p, Hashable) else _OTHER for p in ph], dtype=np.int8)
-
-
 class Checker:
     """``check_events`` in chunks: ``feed(first, events)`` for consecutive chunks (ingest feeds the chunks it
     parses, so the rules cost no parse of their own), then ``violations()``. Per chunk the per-event rules are
@@ -111,14 +103,14 @@ class Checker:
     def feed(self, first: int, events: Sequence[Any], fields: Optional[EventFields] = None) -> None:
         """Events ``first`` .. ``first + len(events) - 1`` (``fields``: their EventFields, when already read)."""
         f = fields if fields is not None else EventFields.of(events)
-        kind = _kinds(f.ph)
-        ts, ok = _numbers(f.ts)
+        kind = _KIND_OF_PHASE[f.phase]
+        ts, ok = _numbers(f.ts, f.numbers("ts"))
         checked = kind != _SKIP
         for k in np.flatnonzero(checked & ~ok).tolist():
             self._out.append(Violation(first + k, "ts", f"ts {f.ts[k]!r} is not a finite number"))
         ok &= checked
         xs = ok & (kind == _SLICE)
-        dur, ok_dur = _numbers(f.dur)
+        dur, ok_dur = _numbers(f.dur, f.numbers("dur"))
         negative = xs & ok_dur & (dur < 0)
         for k in np.flatnonzero(xs & (~ok_dur | negative)).tolist():
             d = f.dur[k]
@@ -129,15 +121,15 @@ class Checker:
             for k in np.flatnonzero(ok & _bad_ids(values)).tolist():
                 self._out.append(Violation(first + k, "id-range", f"{key} {values[k]} does not fit uint32"))
         placed = np.flatnonzero(ok & (kind >= _SLICE))
-        track = self._track_codes([f.pid[k] for k in placed.tolist()], [f.tid[k] for k in placed.tolist()])
+        track = self._track_codes(take(f.pid, placed.tolist()), take(f.tid, placed.tolist()))
         sl = kind[placed] == _SLICE
         rows = placed[sl]
         self._slices.append((track[sl], ts[rows], ts[rows] + dur[rows], rows + first))
         rows = placed[~sl]
         is_f = kind[rows] == _FLOW_F
-        loose = is_f.copy()
-        for j in np.flatnonzero(is_f).tolist():  # an f bound to its enclosing slice (bp "e") is not loose
-            loose[j] = events[int(rows[j])].get("bp") != "e"
+        loose = is_f.copy()  # an f bound to its enclosing slice (bp "e") is not loose
+        bp = map(dict.get, take(events, rows[is_f].tolist()), repeat("bp"))
+        loose[is_f] = np.fromiter(map(operator.ne, bp, repeat("e")), dtype=bool, count=int(is_f.sum()))
         self._flows.append((track[~sl], ts[rows], rows + first, is_f, loose))
 
     def _track_codes(self, pids: list[Any], tids: list[Any]) -> np.ndarray:
@@ -166,10 +158,10 @@ class Checker:
         apart = np.ones(len(track), dtype=bool)
         apart[1:] = (end[:-1] <= start[1:] + eps_start[1:]) | (track[1:] != track[:-1])
         eps_end = np.maximum(EPS_US, 2 * np.spacing(np.abs(end)))
-        for a, b in zip(lo.tolist(), hi.tolist()):
-            if not apart[a:b].all():
-                _nesting(start[a:b].tolist(), end[a:b].tolist(), eps_start[a:b].tolist(), eps_end[a:b].tolist(),
-                         index[a:b].tolist(), out)
+        stacked = [(a, b) for a, b in zip(lo.tolist(), hi.tolist()) if not apart[a:b].all()]
+        for a, b in _maybe_crossing(stacked, start, end, eps_start, eps_end):
+            _nesting(start[a:b].tolist(), end[a:b].tolist(), eps_start[a:b].tolist(), eps_end[a:b].tolist(),
+                     index[a:b].tolist(), out)
         spans = dict(zip(track[lo].tolist(), zip(lo.tolist(), hi.tolist()))) if len(track) else {}
         if self._flows:
             f_track, f_ts, f_index, f_is_f, f_loose = (np.concatenate(c) for c in zip(*self._flows))
@@ -198,6 +190,32 @@ def _nesting(start: list[float], end: list[float], eps_start: list[float], eps_e
                                  f"[{top[0]}, {top[1]}] on its track but ends after it"))
             continue
         stack.append((s, e, i))
+
+
+def _maybe_crossing(tracks: list[tuple[int, int]], start: np.ndarray, end: np.ndarray, eps_start: np.ndarray,
+                    eps_end: np.ndarray) -> list[tuple[int, int]]:
+    """The tracks (row spans of the sorted slices) on which ``_nesting`` may find a violation; the others nest.
+
+    While no slice of a track has crossed, ``_nesting``'s stack top after popping at slice i is the latest earlier
+    slice j with end[j] > start[i] + eps_start[i], provided those thresholds never decrease along the track (then a
+    slice popped earlier ended by a threshold that is still below the current one; a slice below the top that ended
+    within eps_end of its child stays, but the top is the same). linking.previous_open answers that for every slice
+    at once, so slice i crosses under that assumption iff end[i] > end[j] + eps_end[i]; the first crossing of a track
+    is the loop's first. A track with a candidate, or with a decreasing threshold, goes to the loop (the loop stops
+    pushing a crossing slice, which the query does not model); a CPU thread's ~10^5 nested ops no longer do.
+    """
+    if not tracks:
+        return []
+    rows = np.concatenate([np.arange(a, b) for a, b in tracks])
+    first = np.repeat(np.cumsum([0] + [b - a for a, b in tracks[:-1]]), [b - a for a, b in tracks])
+    threshold = start[rows] + eps_start[rows]
+    ends = end[rows]
+    top = previous_open(threshold, ends, first)
+    suspect = ((top != -1) & (ends > ends[np.maximum(top, 0)] + eps_end[rows])).astype(np.int8)
+    suspect[1:] |= (threshold[1:] < threshold[:-1]) & (first[1:] == first[:-1])
+    seen = np.concatenate(([0], np.cumsum(suspect)))
+    at = np.cumsum([0] + [b - a for a, b in tracks])
+    return [t for t, x, y in zip(tracks, at[:-1].tolist(), at[1:].tolist()) if seen[y] > seen[x]]
 
 
 def _flows(track: np.ndarray, ts: np.ndarray, index: np.ndarray, is_f: np.ndarray, loose: np.ndarray,

@@ -88,14 +88,29 @@ def _sync_floor(gpu: pd.DataFrame, block: pd.DataFrame, seg: tuple[np.ndarray, n
     return best
 
 
-def _busiest_stream(gpu: pd.DataFrame) -> int:
-    """Busy time of the busiest stream among ``gpu``'s non-collective events."""
-    g = gpu[gpu[S.KCLASS] != NCCL] if S.KCLASS in gpu else gpu
-    if not len(g):
-        return 0
-    key = (g[S.DEVICE].to_numpy() << 32) + g[S.STREAM].to_numpy()
-    ts, end = g[S.TS].to_numpy(), g[S.END].to_numpy()
-    return max(union_length(ts[key == k], end[key == k]) for k in np.unique(key))
+@dataclass(frozen=True)
+class _Streams:
+    """The GPU table's columns that a step's busiest stream reads, as arrays once (a DataFrame per step cost more
+    than the arithmetic)."""
+
+    counted: np.ndarray  # not a collective (classify.NCCL)
+    key: np.ndarray  # device << 32 + stream
+    ts: np.ndarray
+    end: np.ndarray
+
+    @classmethod
+    def of(cls, gpu: pd.DataFrame) -> "_Streams":
+        counted = (gpu[S.KCLASS] != NCCL).to_numpy() if S.KCLASS in gpu else np.ones(len(gpu), dtype=bool)
+        return cls(counted, (gpu[S.DEVICE].to_numpy() << 32) + gpu[S.STREAM].to_numpy(), gpu[S.TS].to_numpy(),
+                   gpu[S.END].to_numpy())
+
+    def busiest(self, rows: np.ndarray) -> int:
+        """Busy time of the busiest stream among the non-collective events of ``rows``."""
+        rows = rows[self.counted[rows]]
+        if not len(rows):
+            return 0
+        key, ts, end = self.key[rows], self.ts[rows], self.end[rows]
+        return max(union_length(ts[key == k], end[key == k]) for k in np.unique(key))
 
 
 def step_floor(tables: object) -> StepFloor:
@@ -113,12 +128,21 @@ def floor_of(steps: pd.DataFrame, calls: pd.DataFrame, gpu: pd.DataFrame | None 
     sync = np.zeros(n, dtype=np.int64)
     if gpu is None:
         return StepFloor(busy, calls_ns, sync)
-    step_of_gpu = gpu[S.STEP].to_numpy()
+    gpu_rows = _by_step(gpu[S.STEP].to_numpy(), n)
     blocking = calls[S.SYNC_KIND].isin(S.BLOCKING_SYNC_KINDS).to_numpy() if len(calls) else np.zeros(0, bool)
-    for i in range(n):  # a handful of steps
-        g = gpu[step_of_gpu == i]
-        busy[i] = _busiest_stream(g)
-        block = calls[blocking & (calls[S.STEP].to_numpy() == i)] if len(calls) else calls
-        if len(block) and len(g):
-            sync[i] = _sync_floor(g, block, seg, int(end[i]))
+    block_rows = _by_step(np.where(blocking, calls[S.STEP].to_numpy(), S.NONE) if len(calls) else
+                          np.zeros(0, dtype=np.int64), n)
+    streams = _Streams.of(gpu)
+    for i in range(n):
+        busy[i] = streams.busiest(gpu_rows[i])
+        if len(block_rows[i]) and len(gpu_rows[i]):
+            sync[i] = _sync_floor(gpu.iloc[gpu_rows[i]], calls.iloc[block_rows[i]], seg, int(end[i]))
     return StepFloor(busy, calls_ns, sync)
+
+
+def _by_step(step: np.ndarray, n: int) -> list[np.ndarray]:
+    """The rows of each step 0 .. n-1, in table order, from one stable sort: a mask per step made the floors
+    quadratic in the steps (issue 34's trace has 210 of them)."""
+    order = np.argsort(step, kind="stable")
+    bounds = np.searchsorted(step[order], np.arange(n + 1))
+    return [order[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]

@@ -186,6 +186,16 @@ def _fit_into_gaps(ts: np.ndarray, dur: np.ndarray, tid: np.ndarray, raw: np.nda
     return out, knots
 
 
+def _sorted_union(*runs: np.ndarray) -> np.ndarray:
+    """``np.union1d`` of arrays made of a few ascending runs (a thread's event starts; segment starts and ends): a
+    stable sort merges runs in linear time (timsort), where union1d's sort took 0.5 s of issue 34's trace."""
+    at = np.concatenate(runs)
+    at.sort(kind="stable")
+    keep = np.ones(len(at), dtype=bool)
+    keep[1:] = at[1:] != at[:-1]
+    return at[keep]
+
+
 def _flat_across(starts: np.ndarray, tau: np.ndarray, cum: np.ndarray, seg: tuple[np.ndarray, np.ndarray]
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Knots of C with the protected segments' ends inside [starts[0], starts[-1]] added: between event starts C
@@ -195,7 +205,7 @@ def _flat_across(starts: np.ndarray, tau: np.ndarray, cum: np.ndarray, seg: tupl
     inner = inner[(inner > starts[0]) & (inner < starts[-1])]
     if not len(inner):
         return starts, cum
-    at = np.union1d(starts, inner)
+    at = _sorted_union(starts, inner)
     at_tau = at - intervals.covered_before(*seg, at) - tau[0]  # offsets: epoch nanoseconds lose precision as floats
     return at, np.floor(np.interp(at_tau.astype(float), (tau - tau[0]).astype(float), cum.astype(float))).astype(np.int64)
 
