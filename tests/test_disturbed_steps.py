@@ -7,22 +7,24 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import assume, given, strategies as st
 
 from habitat_trace.ingest import schema as S
 from habitat_trace.pipeline.figures import (DISTURBED_PACE, MIN_PACE_LAUNCHES, disturbed_steps, joint_steps,
-                                            steady_steps, step_pace)
+                                            steady_iteration, steady_steps, step_pace)
 
 OPS = 200  # ops a step, each with one launch call
 
 
 def host(paces: list[float], numbers: list[int] | None = None, op_ns: int = 10_000, launch_ns: int = 5_000,
-         gpu_wait_ns: list[int] | None = None) -> SimpleNamespace:
-    """Tables-like steps, ops and launch calls: step i's ops and launches last ``paces[i]`` times the base, back to
-    back, plus ``gpu_wait_ns[i]`` at the step's end (a blocking wait: host pace unchanged, step longer)."""
+         gpu_wait_ns: list[int] | None = None, busy_share: float = 0.2) -> SimpleNamespace:
+    """Tables-like steps, ops, launch calls and GPU rows: step i's ops and launches last ``paces[i]`` times the base,
+    back to back, plus ``gpu_wait_ns[i]`` at the step's end (a blocking wait: host pace unchanged, step longer); its
+    GPU is busy ``busy_share`` of the step (one kernel)."""
     numbers = numbers if numbers is not None else list(range(1, len(paces) + 1))
     waits = gpu_wait_ns or [0] * len(paces)
-    steps, ops, calls, t = [], [], [], 0
+    steps, ops, calls, kernels, t = [], [], [], [], 0
     for i, (pace, number) in enumerate(zip(paces, numbers)):
         start = t
         for _ in range(OPS):
@@ -31,14 +33,23 @@ def host(paces: list[float], numbers: list[int] | None = None, op_ns: int = 10_0
             calls.append({S.NAME: "cudaLaunchKernel", S.TS: t + 1, S.END: t + 1 + d_call, S.STEP: i})
             t += d_op + 100
         t += waits[i]
-        steps.append({S.STEP_NUMBER: number, S.TS: start, S.END: t})
-    return SimpleNamespace(steps=pd.DataFrame(steps), ops=pd.DataFrame(ops), calls=pd.DataFrame(calls))
+        steps.append({S.STEP_NUMBER: number, S.TS: start, S.END: t, S.DUR: t - start})
+        kernels.append({S.TS: start, S.END: start + int(busy_share * (t - start)), S.STEP: i})
+    return SimpleNamespace(steps=pd.DataFrame(steps), ops=pd.DataFrame(ops), calls=pd.DataFrame(calls),
+                           gpu=pd.DataFrame(kernels))
 
 
 def test_a_slower_paced_longer_step_is_disturbed() -> None:
     assert steady_steps(host([1.0, 1.6])).tolist() == [True, False]
     assert steady_steps(host([1.6, 1.0, 1.05])).tolist() == [False, True, True]
     assert disturbed_steps(host([1.6, 1.0, 1.05], numbers=[3, 4, 5])) == frozenset({3})
+
+
+def test_where_the_gpu_sets_the_step_every_step_is_read() -> None:
+    """A full launch queue blocks the launches of the steps that wait for it: their pace is the GPU's, not the
+    host's (Lambda's GPU-bound BERT TF32 steps: 355 and 305 ms profiled, 323 ms of kernels each)."""
+    assert steady_steps(host([1.0, 1.6], busy_share=0.99)).all()
+    assert steady_steps(host([1.0, 1.6], busy_share=0.5)).tolist() == [True, False]
 
 
 def test_steps_within_the_pace_tolerance_are_all_read() -> None:
@@ -85,3 +96,19 @@ def test_a_uniform_host_clock_leaves_the_steps_read_unchanged(paces: list[float]
     scaled = steady_steps(host(paces, op_ns=int(10_000 * speed), launch_ns=int(5_000 * speed)))
     assert base.tolist() == scaled.tolist()
     assert base.any()
+
+
+def test_a_replay_the_gpu_sets_reads_every_step() -> None:
+    """Lambda's BERT-base AMP step on a Quadro RTX 8000 (ms): the origin's disturbed step left out where the replay is
+    host-bound, but on the target the two steps are 1090 and 760 ms over 757 and 759 ms of kernels: a launch queue
+    that one step fills and the next waits for, whose period is their mean."""
+    keep = np.array([True, False])
+    gpu_bound = pd.DataFrame({"number": [2, 3], "cpu_ns": [1090e6, 760e6], "gpu_busy_ns": [757e6, 759e6]})
+    assert steady_iteration(gpu_bound, keep=keep)[0] == pytest.approx(925.0)
+    host_bound = pd.DataFrame({"number": [2, 3], "cpu_ns": [66e6, 152e6], "gpu_busy_ns": [14e6, 14e6]})
+    assert steady_iteration(host_bound, keep=keep)[0] == pytest.approx(66.0)
+    assert steady_iteration(host_bound)[0] == pytest.approx(109.0)  # no keep: every steady step
+    # the stalled LLaMA recording on 48 SMs: the undisturbed step is GPU-paced there, the disturbed ones still lose
+    # their host time: they stay out
+    slow_gpu = pd.DataFrame({"number": [3, 4, 5], "cpu_ns": [90e6, 41e6, 92e6], "gpu_busy_ns": [40e6, 40e6, 40e6]})
+    assert steady_iteration(slow_gpu, keep=np.array([False, True, False]))[0] == pytest.approx(41.0)

@@ -13,13 +13,16 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import Tables, derived
 from habitat_trace.timeline.overhead import LAUNCH_CALLS
 from habitat_trace.timeline.replay import Timeline
-from habitat_trace.timeline.steps import replayed_step_figures
+from habitat_trace.timeline.steps import replayed_step_figures, step_figures
 
 # torch.profiler's schedule keeps a warm-up before its first traced step because "the overhead at the beginning of
 # profiling is high and easily brings skew to the profiling result" (torch.profiler.schedule's documentation); a
 # ProfilerStep numbered this was traced with nothing before it (no warm-up, and the loop's first iteration when the
 # profiler starts with the loop), so it is not a steady step while the trace has others (issue 35).
 FIRST_STEP = 0
+# A measured step this much above the step's GPU busy time is set by the CPU, so it measures the host's pace;
+# below it the GPU sets the pace and the measurement only bounds the host's time from above (pipeline.host).
+CPU_BOUND_MARGIN = 1.05
 # A disturbed step: one whose host ran DISTURBED_PACE or more times slower than in the trace's quickest-paced
 # steady step, and that is longer than it. Two paces are read per step, relative to the other steady steps:
 # - the op pace: the median, over the ops, of an op's duration over the same op's (by position) median over the
@@ -33,7 +36,10 @@ FIRST_STEP = 0
 # such a step does not move. Over the 62 one-GPU traces of benchmarks/results/scaleout's sessions (2 steady steps
 # each), two steps within 5% of each other's length differ by 0.96-1.33x in op pace (median 1.03); of the 13 whose
 # steps differ by over 20%, 10 show 1.29-1.65x in one pace or the other. Thresholds 1.1-1.3 score alike on them
-# (docs/accuracy.md "Disturbed steps"), so 1.2 is not a tuned optimum.
+# (docs/accuracy.md "Disturbed steps"), so 1.2 is not a tuned optimum. Only in a host-bound trace (its steady steps'
+# mean span above CPU_BOUND_MARGIN times their mean GPU busy time): where the GPU sets the step, a full launch queue
+# blocks the launches and the ops around them in the steps that wait for it, so neither pace reads the host, and
+# the steps' mean is the period (iteration_figures: one step runs ahead, the next waits).
 DISTURBED_PACE = 1.2
 MIN_PACE_LAUNCHES = 20  # fewer launches in a step than this: its pace is not measured, and it counts as undisturbed
 
@@ -95,6 +101,9 @@ def step_pace(tables: Any, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _steady_steps(tables: Any) -> np.ndarray:
     keep = steady(tables.steps[S.STEP_NUMBER].to_numpy())
     span = (tables.steps[S.END].to_numpy() - tables.steps[S.TS].to_numpy()).astype(np.float64)
+    busy = step_figures(tables.steps, tables.gpu).table["gpu_busy_ns"].to_numpy(dtype=np.float64)
+    if keep.sum() < 2 or not span[keep].mean() > CPU_BOUND_MARGIN * busy[keep].mean():
+        return keep  # one step, or the GPU sets the step
     disturbed = np.zeros(len(keep), dtype=bool)
     for pace in step_pace(tables, keep):
         known = keep & ~np.isnan(pace)
@@ -127,13 +136,27 @@ def joint_steps(tables: Any, disturbed: frozenset[int]) -> np.ndarray:
     return out if out.any() else keep
 
 
+def _read(fig: pd.DataFrame, keep: Optional[np.ndarray]) -> np.ndarray:
+    """The steps a step-figures table's iteration reads: ``keep`` (the steady steps less the disturbed ones), and
+    back among them every disturbed step this replay's GPU paces (its span within CPU_BOUND_MARGIN of its GPU busy
+    time): its host lost it nothing here, and where the GPU sets a step a full launch queue couples the steps (one
+    runs ahead, the next waits for it), so only their mean is the period. A trace host-bound where it was recorded
+    can be GPU-bound on a slower target (Lambda's BERT-base AMP step on a Quadro RTX 8000: its disturbed step 760 ms
+    over 759 ms of kernels, the other 1090 ms, waiting for the queue it left)."""
+    base = steady(fig["number"].to_numpy())
+    if keep is None:
+        return base
+    cpu, busy = fig["cpu_ns"].to_numpy(dtype=np.float64), fig["gpu_busy_ns"].to_numpy(dtype=np.float64)
+    return keep | (base & ~keep & (cpu <= CPU_BOUND_MARGIN * busy))
+
+
 def steady_iteration(fig: pd.DataFrame, has_steps: bool = True, keep: Optional[np.ndarray] = None
                      ) -> tuple[float, float]:
     """(iteration_ms, gpu_busy_ms) from a step-figures table (timeline.steps) by iteration_figures' rule; also
     for a timeline already written, e.g. a predicted trace that validate reads back. ``keep``: the steps to read
     (``steady_steps`` of the tables), the steady ones by number when None."""
     if has_steps:
-        fig = fig[steady(fig["number"].to_numpy()) if keep is None else keep]
+        fig = fig[_read(fig, keep)]
     cpu_ns = (fig["cpu_ns"] if has_steps else fig["gpu_span_ns"]).to_numpy().astype(np.float64)
     busy_ns = fig["gpu_busy_ns"].to_numpy().astype(np.float64)
     return max(float(cpu_ns.mean()), float(busy_ns.mean())) / 1e6, float(busy_ns.mean()) / 1e6
@@ -149,7 +172,7 @@ def iteration_and_fastest(tables: Tables, timeline: Timeline, keep: Optional[np.
     if not len(tables.steps):
         it = steady_iteration(fig, has_steps=False)[0]
         return it, it
-    keep = steady_steps(tables) if keep is None else keep
+    keep = _read(fig, steady_steps(tables) if keep is None else keep)
     rows = fig[keep]
     fastest = float(np.maximum(rows["cpu_ns"].to_numpy(), rows["gpu_busy_ns"].to_numpy()).min()) / 1e6
     return steady_iteration(fig, keep=keep)[0], fastest

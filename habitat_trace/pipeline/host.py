@@ -21,7 +21,7 @@ from habitat_trace.errors import HabitatTraceError
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.ingest.trace import Tables
-from habitat_trace.pipeline.figures import steady_steps
+from habitat_trace.pipeline.figures import CPU_BOUND_MARGIN, steady_steps
 from habitat_trace.timeline import hostband, overhead
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.steps import step_figures
@@ -30,9 +30,6 @@ from habitat_trace.timeline.steps import step_figures
 # by at most this factor either way; beyond it the measurement (a hiccup, a cold first step) is not trusted over
 # the model, whose held-out error is ~15% (benchmarks/results/profiler_overhead/model.md).
 MAX_CALIBRATION = 3.0
-# A measured step this much above the step's GPU busy time is set by the CPU, so it measures the host's pace;
-# below it the GPU sets the pace and the measurement only bounds the host's time from above.
-CPU_BOUND_MARGIN = 1.05
 # What the scaled costs leave between the clock's de-profiled step and the measured one (the 1/MAX..MAX limit, a
 # step the model cannot shorten further, a trace without ProfilerSteps) is closed by the clock's pace (issue 35);
 # a mismatch within this share is left alone (a hook-recorded trace's clock then stays as it was).
