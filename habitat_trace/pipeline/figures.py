@@ -98,10 +98,21 @@ def step_pace(tables: Any, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return op_pace, launch_pace
 
 
+def _step_busy(tables: Any) -> np.ndarray:
+    return step_figures(tables.steps, tables.gpu).table["gpu_busy_ns"].to_numpy(dtype=np.float64)
+
+
+def step_busy_ns(tables: Any) -> np.ndarray:
+    """The recorded GPU busy time (ns) of each ProfilerStep of ``tables`` (of the one pseudo-step without steps:
+    timeline.steps.step_figures); built once per Tables, for the disturbed steps' and the host calibration's
+    host-bound tests."""
+    return derived(tables, _step_busy)
+
+
 def _steady_steps(tables: Any) -> np.ndarray:
     keep = steady(tables.steps[S.STEP_NUMBER].to_numpy())
     span = (tables.steps[S.END].to_numpy() - tables.steps[S.TS].to_numpy()).astype(np.float64)
-    busy = step_figures(tables.steps, tables.gpu).table["gpu_busy_ns"].to_numpy(dtype=np.float64)
+    busy = step_busy_ns(tables)
     if keep.sum() < 2 or not span[keep].mean() > CPU_BOUND_MARGIN * busy[keep].mean():
         return keep  # one step, or the GPU sets the step
     disturbed = np.zeros(len(keep), dtype=bool)

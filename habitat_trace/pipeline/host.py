@@ -21,10 +21,9 @@ from habitat_trace.errors import HabitatTraceError
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.ingest.trace import Tables
-from habitat_trace.pipeline.figures import CPU_BOUND_MARGIN, steady_steps
+from habitat_trace.pipeline.figures import CPU_BOUND_MARGIN, steady_steps, step_busy_ns
 from habitat_trace.timeline import hostband, overhead
 from habitat_trace.timeline.cpuclock import CpuClock
-from habitat_trace.timeline.steps import step_figures
 
 # Calibration to a measured un-profiled step (our hook's habitat_unprofiled_step_ns): the model's costs are scaled
 # by at most this factor either way; beyond it the measurement (a hiccup, a cold first step) is not trusted over
@@ -164,7 +163,7 @@ def _pace(tables: Tables, clock: CpuClock, measured_ns: float) -> float:
     else:
         return 1.0
     deprofiled = float(np.mean((b - a) - (clock.removed_ns(b) - clock.removed_ns(a))))
-    busy = step_figures(tables.steps, tables.gpu).table["gpu_busy_ns"].to_numpy()
+    busy = step_busy_ns(tables)
     busy_ns = float(np.mean(busy[keep] if len(tables.steps) else busy))
     pace = deprofiled / measured_ns
     if measured_ns <= CPU_BOUND_MARGIN * busy_ns:
@@ -205,7 +204,7 @@ def _calibration(tables: Tables, est: overhead.OverheadEstimate, measured_ns: fl
     keep = steady_steps(tables)
     profiled = float(tables.steps[S.DUR].to_numpy()[keep].mean())
     removed = float(np.mean(est.per_step_ns[keep]))
-    busy = float(step_figures(tables.steps, tables.gpu).table["gpu_busy_ns"].to_numpy()[keep].mean())
+    busy = float(step_busy_ns(tables)[keep].mean())
     want = profiled - measured_ns
     if removed <= 0 or (measured_ns <= CPU_BOUND_MARGIN * busy and removed >= want):
         return 1.0

@@ -72,8 +72,7 @@ def replay(trace: Any, prediction: Prediction, clock: CpuClock | None = None) ->
     for a in annotations:
         if old_ts[a.event] != NO_TIME:  # (a times_view keeps no annotation)
             ts[a.event], dur[a.event] = a.span(start, end)
-    moved = start[f.row] + f.offset
-    ts[f.event[f.inside]] = np.minimum(moved, end[f.row])[f.inside]  # the rest keep the CPU map, as untabled slices
+    ts[f.event] = np.minimum(start[f.row] + f.offset, end[f.row])
     return Timeline(ts, dur, old_ts, old_dur, start, end, breaks)
 
 
@@ -115,13 +114,12 @@ class _Annotation:
 
 @dataclass(frozen=True)
 class _Flows:
-    """Flow events on a GPU track: the GPU row each moves with and its offset into it; ``inside`` when the row
-    contains it (it then stays inside the row's new span)."""
+    """Flow events inside a GPU row of their track: the row each moves with and its offset into it (it stays inside
+    the row's new span)."""
 
     event: np.ndarray
     row: np.ndarray
     offset: np.ndarray
-    inside: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -196,7 +194,8 @@ def _margin(margin: int, old_gap: int, new_gap: int, open_end: bool) -> int:
 
 
 def _gpu_flows(trace: Any) -> _Flows:
-    """Flow events on a GPU track keep their offset into the GPU event that contains them."""
+    """Flow events inside a GPU event of their track keep their offset into it; every other flow keeps its CPU-mapped
+    time (replay)."""
     flows, gpu = trace.flows, trace.gpu
     parts: list[tuple[np.ndarray, ...]] = []
     if len(flows) and len(gpu):
@@ -212,14 +211,12 @@ def _gpu_flows(trace: Any) -> _Flows:
             fts = fts_all[fsel]
             pos = np.searchsorted(old[rows], fts, side="right") - 1
             r = rows[np.maximum(pos, 0)]
+            # between two GPU events of the track (inside an event ingest dropped, e.g. a kernel without "cat") or
+            # before its first: the CPU map, the one that event's own times take, so a flow bound to it stays inside
+            # it (issue 33's fuzz: moved with the GPU event before it, the flow left the slice it was bound to)
             inside = (pos >= 0) & (fts <= old_end[r])
-            # between two GPU events of the track (inside an event ingest dropped, e.g. a kernel without "cat"):
-            # the CPU map, the one that event's own times take, so a flow bound to it stays inside it (issue 33's
-            # fuzz: moved with the GPU event before it, the flow left the slice it was bound to); before the track's
-            # first GPU event: the CPU map too
-            ok = pos >= 0
-            parts.append((fev[fsel][ok], r[ok], (fts - old[r])[ok], inside[ok]))
+            parts.append((fev[fsel][inside], r[inside], (fts - old[r])[inside]))
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
-        return _Flows(empty, empty, empty, np.zeros(0, dtype=bool))
+        return _Flows(empty, empty, empty)
     return _Flows(*(np.concatenate(c) for c in zip(*parts)))
