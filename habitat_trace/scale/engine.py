@@ -21,7 +21,7 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import KernelTables as Tables
 from habitat_trace.ingest.trace import derived
 from habitat_trace.scale import collective, crossarch, learned, vendor, wave
-from habitat_trace.scale.facts import (ELEMENT_BYTES, costs, gemm_kernel_shapes, in_place_bytes, kernel_facts,
+from habitat_trace.scale.facts import (ELEMENT_BYTES, costs, gemm_kernel_shapes, in_place_bytes, kernel_facts, twins,
                                        name_matches, trace_shapes)
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
@@ -34,6 +34,8 @@ from habitat_trace.scale.prediction import (COPY, FALLBACK, IDENTITY, LEARNED, R
 NO_PARAMS_RULE = "wave law with a grid of many full waves assumed"
 NO_PARAMS_REASON = f"no launch parameters (grid/block) in the trace: {NO_PARAMS_RULE}"
 NO_SHAPES_REASON = "op bytes unknown (no recorded shapes, or a helper kernel of a library op): class default shares"
+TWIN_REASON = ("no op in the trace (launched before the profiling window opened): the op facts of the same kernel "
+               "(name, grid, block) launched in the window")
 # ATen's own CUDA kernels (namespace at::native) run the same code on every GPU, on the CUDA cores, even where their op
 # is a library class (depthwise convolutions: aten::_conv_depthwise2d)
 ATEN_NATIVE = r"at::native::"
@@ -97,6 +99,8 @@ def _finish(trace: Tables, origin: GpuSpec, target: GpuSpec, facts: KernelFacts,
     is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
     host_copy = is_copy & name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
     method[is_copy], reason[is_copy] = COPY, ""  # no grid: the bandwidth rule is theirs, not a fallback
+    twin = (twins(trace) != np.arange(len(g))) & ~is_copy
+    reason[twin] = [r + "; " * bool(r) + TWIN_REASON for r in reason[twin]]
     substituted = (facts.pipe_target != facts.pipe) & ~is_copy
     reason[substituted] = [r + "; " * bool(r) + _precision_reason(p, q, target) for r, p, q in
                            zip(reason[substituted], facts.pipe[substituted], facts.pipe_target[substituted])]
@@ -201,10 +205,13 @@ def _cross_chip_origin_work(trace: Tables) -> tuple[crossarch.Work, np.ndarray]:
     rows, bmnk, _ = gemm_kernel_shapes(trace, np.ones(len(g), dtype=bool))
     tiles = np.full(len(g), np.nan)
     tiles[rows] = crossarch.gemm_tiles(bmnk[0], bmnk[1], bmnk[2], pipe[rows] != "fp32")
-    work = crossarch.Work(t_origin=sh.t_origin, flops=np.where(library, sh.share * flops, 0.0), nbytes=nbytes,
-                          pipe=pipe, pipe_target=pipe, width=np.ones(len(g)), tiles=tiles,
-                          memory_default=sh.gamma_default,
-                          compute_default=np.where(library, crossarch.COMPUTE_SHARE_WITHOUT_SHAPES, 0.0))
+    src = twins(trace)  # a kernel without its op takes its twin's FLOPs, bytes and pipe
+    flops_k = np.where(library, sh.share * flops, 0.0)[src]
+    work = crossarch.Work(t_origin=sh.t_origin, flops=flops_k, nbytes=nbytes[src], pipe=pipe[src],
+                          pipe_target=pipe[src], width=np.ones(len(g)), tiles=tiles,
+                          memory_default=sh.gamma_default[src],
+                          compute_default=np.where(library, crossarch.COMPUTE_SHARE_WITHOUT_SHAPES, 0.0)[src])
+    native = native[src]
     for a in (work.t_origin, work.flops, work.nbytes, work.pipe, work.tiles, work.memory_default,
               work.compute_default, native):
         a.setflags(write=False)  # shared by every target's prediction
