@@ -11,8 +11,8 @@ law's constants are physics or catalog medians), so leaving one GPU out changes 
 Traces: ``--traces DIR`` is the output of benchmarks/collect/collect_lambda.py (DLE's attention) on an H100
 (DIR/<model>_<prec>_b<batch>.pt.trace.json.gz and DIR/measured.jsonl with the un-profiled median step). Per
 published row (GPU, model, precision, per-GPU batch b) the trace of the largest recorded batch <= b (else the
-smallest) is scaled to the GPU, and compared per sample, drift-free (the two software stacks differ: 2022/2024 containers with DLE's own kernels
-against torch 2.x), as the README asks:
+smallest) is scaled to the GPU, and compared per sample, drift-free (the two software stacks differ: 2022/2024
+containers with DLE's own kernels against torch 2.x), as the README asks:
     error = (b_t / T_pred) / (b_h / M_h)  /  (thr_GPU / thr_H100) - 1,
 with T_pred compare's iteration time of the target (``--busy``: its GPU busy time, and M_h the origin's), b_t the
 trace's batch, M_h our measured H100 step at the H100 row's batch (same container generation's H100 rows, median),
