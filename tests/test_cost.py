@@ -34,6 +34,15 @@ F, BF = "float", "c10::BFloat16"
     ("aten::_cudnn_attention_forward", [[8, 12, 1024, 64]] * 3 + [[]] * 10, [BF] * 3 + [""] * 10,
      ["", "", "", "", "", "", "1024", "1024", "True", "0.", "True", "False", ""], 2 * 8 * 12 * 1024 * 1024 * 128 / 2,
      None),
+    # the efficient-attention kernel's own op takes (B, S, H, D) (the SDPA op's inputs transposed): BERT-base's
+    # recorded [24, 384, 12, 64] is 2*24*12*384*384*128 FLOPs; read as (B, H, S, D) it was 32x short (issue 32)
+    ("aten::_efficient_attention_forward", [[24, 384, 12, 64]] * 3 + [[]] * 11, [F] * 3 + [""] * 11, [""] * 14,
+     2 * 24 * 12 * 384 * 384 * 128, None),
+    ("aten::_efficient_attention_backward", [[24, 384, 12, 64]] * 4 + [[]] + [[24, 384, 12, 64]] + [[]] * 14,
+     [F] * 4 + [""] + [F] + [""] * 14, [""] * 20, 2.5 * 2 * 24 * 12 * 384 * 384 * 128, None),
+    # and its SDPA op, whose inputs are (B, H, S, D): the same count
+    ("aten::_scaled_dot_product_efficient_attention", [[24, 12, 384, 64]] * 3 + [[]] * 5, [F] * 3 + [""] * 5,
+     [""] * 8, 2 * 24 * 12 * 384 * 384 * 128, None),
     # TensorList argument (cat): bytes from the list's shapes (3 inputs + an output the size of the largest: 4 bytes
     # per element when the list's dtype is not recorded)
     ("aten::cat", [[[32, 12, 128, 64]] * 3, []], ["TensorList", "Scalar"], ["", "0"], 1, (3 + 1) * 32 * 12 * 128 * 64 * 4),

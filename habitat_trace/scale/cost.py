@@ -45,6 +45,12 @@ ATTENTION_CAUSAL_ARG = {
     "aten::_cudnn_attention_backward": 14,
     "aten::_scaled_dot_product_efficient_attention_backward": 13,
 }
+# The kernels' own ops take query, key and value as (batch, sequence, heads, head dim): the SDPA ops transpose their
+# (batch, heads, sequence, head dim) inputs before calling them (aten/src/ATen/native/transformers/cuda/
+# attention.cu, _scaled_dot_product_efficient_attention_cuda and _scaled_dot_product_flash_attention_cuda:
+# q_t = query.transpose(1, 2)); the cuDNN ops keep SDPA's layout
+SEQUENCE_MAJOR_ATTENTION = frozenset({"aten::_efficient_attention_forward", "aten::_efficient_attention_backward",
+                                      "aten::_flash_attention_forward", "aten::_flash_attention_backward"})
 BACKWARD_ATTENTION_FACTOR = 2.5  # FlashAttention-2 paper (Dao 2023), sec. 4: backward ≈ 2.5x forward FLOPs
 _INTS = re.compile(r"-?\d+")
 
@@ -152,6 +158,8 @@ def _attention_flops(name: str, dims: tuple, concrete: tuple) -> float:
         q, k, v = shapes[0], shapes[1], shapes[2]
     else:
         return math.nan
+    if name in SEQUENCE_MAJOR_ATTENTION:
+        q, k, v = ((t[0], t[2], t[1], t[3]) for t in (q, k, v))
     b, h, lq, d = q
     flops = 2.0 * b * h * lq * k[2] * (d + v[3])
     idx = ATTENTION_CAUSAL_ARG.get(name)
