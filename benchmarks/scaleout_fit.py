@@ -1,13 +1,13 @@
 """The host costs of scale/dp_host.py, fitted from rank traces (issue 31): FSDP2's per-unit hooks, its optimizer over
-DTensors, and DDP's per-bucket all-reduce issue, each in the trace's trivial-op units u (timeline/overhead.py).
+DTensors, and DDP's per-bucket all-reduce issue, each in the fixed host unit u = dp_host.HOST_UNIT_NS.
 
     python benchmarks/scaleout_fit.py RUN [RUN ...] [--out benchmarks/results/scaleout/fit.md]
 
 RUN: a folder collect_distributed.py wrote, with its traces unpacked under RUN/traces (or as the xz parts). For
 every FSDP2 rank trace (``fsdp-w<N>``) and every instance of a hook in its last profiled step: the recorded
-duration less the profiler's overhead of the events inside it (overhead.estimate's per-op costs), over the trace's
-u, against the unit's parameter count (its fsdp::all_gather_copy_in / fsdp::chunk_cat tensor list); least squares
-cost = a + b x parameters per hook. The optimizer: per parameter per foreach op of the one-GPU trace's step.
+duration less the profiler's overhead of the events inside it (overhead.estimate's per-op costs), over u, against
+the unit's parameter count (its fsdp::all_gather_copy_in / fsdp::chunk_cat tensor list); least squares cost = a + b x
+parameters per hook. The optimizer: per parameter per foreach op of the one-GPU trace's step.
 DDP (``ddp-w<N>``): every c10d::allreduce_ (the bucket's issue: record_param_comms, the NCCL launch, the events
 between the streams), the same way, one constant; the copy-out window from the backward's end to Optimizer.step per
 gradient, less the one-GPU trace's same window, and DistributedDataParallel.forward's own time (window_rows).
@@ -27,6 +27,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from habitat_trace.ingest import schema as S  # noqa: E402
 from habitat_trace.ingest.trace import load  # noqa: E402
+from habitat_trace.scale.dp_host import HOST_UNIT_NS  # noqa: E402
 from habitat_trace.scale.params import EVALUATE, recover  # noqa: E402
 from habitat_trace.timeline import overhead  # noqa: E402
 
@@ -147,7 +148,9 @@ def collect(runs: list[Path]) -> pd.DataFrame:
                         rows.append({"run": run.name, "workload": wl.name, "mode": folder.name, **r,
                                      "model_params": shape[0], "foreach_ops": shape[1]})
     df = pd.DataFrame(rows)
-    df["y_u"] = (df["dur_ns"] - df["overhead_ns"]) / df["u_ns"]
+    # in the fixed host unit (dp_host.HOST_UNIT_NS), not the trace's own u: u moves with the workload's op mix
+    # (305-920 ns over the one-GPU traces of one host session), which is not the host's speed
+    df["y_u"] = (df["dur_ns"] - df["overhead_ns"]) / HOST_UNIT_NS
     return df
 
 
@@ -185,7 +188,8 @@ def report(df: pd.DataFrame) -> str:
     held = {w: fit(df[df["workload"] != w]) for w in sorted(df["workload"].unique())}
     lines = ["# Host costs of DDP and FSDP2, fitted from rank traces (benchmarks/scaleout_fit.py)", "",
              f"Runs: {', '.join(sorted(df['run'].unique()))}; {len(df)} hook instances, "
-             f"{df['workload'].nunique()} workloads; u per trace {int(df['u_ns'].min())}-{int(df['u_ns'].max())} ns.",
+             f"{df['workload'].nunique()} workloads; u = {HOST_UNIT_NS} ns (dp_host.HOST_UNIT_NS; the traces' own "
+             f"trivial-op time {int(df['u_ns'].min())}-{int(df['u_ns'].max())} ns).",
              "", "| hook | a (u) | b (u per parameter) | a, leave one workload out | b, leave one workload out |",
              "|---|---:|---:|---|---|"]
     for kind, (a, b) in full.items():

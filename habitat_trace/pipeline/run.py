@@ -30,8 +30,8 @@ from habitat_trace.scale.prediction import Prediction
 from habitat_trace.timeline import floors, hostband
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.joint import replay_ranks
-from habitat_trace.timeline.overhead import FALLBACK_UNIT_NS
 from habitat_trace.timeline.replay import Timeline, times_view
+from habitat_trace.scale.dp_host import HOST_UNIT_NS
 from habitat_trace.timeline.scaleout import Prepared, ScaledOut, decontended, prepare, scale_out
 from habitat_trace.timeline.steps import StepFigures, replayed_step_figures
 
@@ -367,7 +367,7 @@ class Run:
         r = self.ranks[0]
         pred = predict(r.tables, r.origin, target if target is not None else r.origin)
         plan = self.options.data_parallel.plan(self.options.deployment)
-        unit = r.clock.evidence.unit_ns if r.clock.evidence is not None else FALLBACK_UNIT_NS
+        unit = HOST_UNIT_NS  # the fixed host unit of dp_host's costs, at the clock's speed (scale/dp_host.py)
         prepared = prepare(r.tables, pred, plan, r.params)
         out = scale_out(r.tables, pred, plan, r.clock.clock, r.params, unit, prepared=prepared)
         # the record keeps the host the user gave (its speed); a DDP rank's slowest-host pace is the scale-out's
@@ -396,7 +396,7 @@ class Run:
         r = self.ranks[0]
         pred = predict(r.tables, r.origin, target if target is not None else r.origin)
         plan = self.options.data_parallel.plan(self.options.deployment)
-        unit = r.clock.evidence.unit_ns if r.clock.evidence is not None else FALLBACK_UNIT_NS
+        unit = HOST_UNIT_NS  # the fixed host unit of dp_host's costs, at the clock's speed (scale/dp_host.py)
         one = replay_ranks([r.tables], [pred], [r.clock.clock]).timelines[0]
         one_ms = iteration_figures(r.tables, one)[0]
 

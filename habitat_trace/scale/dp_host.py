@@ -1,11 +1,15 @@
-"""The host work data parallelism adds to a step that a one-GPU trace cannot show, in the trace's own host units.
+"""The host work data parallelism adds to a step that a one-GPU trace cannot show, in a fixed host unit.
 
 Contract: ``fsdp_hook_u(kind, nparams, fsdp2) -> float`` and ``fsdp2_optimizer_u(nparams, foreach_ops) -> float``: the
 CPU time FSDP2 (``torch.distributed.fsdp.fully_shard``) spends in one of its per-module hooks, or stepping the
 optimizer over DTensor parameters; the same for FSDP1's hooks; DDP_* what DDP's reducer spends per gradient and
-issuing a bucket's all-reduce; in units of u, the trace's trivial-op time (timeline/overhead.py: the 10th
-percentile of recorded trivial ops, as_strided-equivalent): a host twice as slow at dispatching ops is twice as
-slow at FSDP2's Python hooks. timeline/scaleout.py multiplies by the trace's u and lays the time on the host clock.
+issuing a bucket's all-reduce; in units of u = HOST_UNIT_NS, the median trivial-op time of the calibration hosts
+(timeline/overhead.py). timeline/scaleout.py multiplies by it and lays the time on the host clock, whose speed is
+the user's ``--cpu-speed`` (a host twice as fast at dispatching ops is twice as fast at FSDP2's Python hooks).
+Until 2026-11-27 the unit was the trace's own u (the 10th percentile of its trivial ops); but that moves with the
+workload's op mix more than with the host: over the one-GPU traces of one host session it spans 305-920 ns (CV
+0.18-0.50 per session, the kernel-launch call 0.04-0.30), and a scale-out that priced the hooks with it was 16.2% off
+over 167 measured rows against 14.6% with the fixed unit (both fitted the same way; benchmarks/scaleout_eval.py).
 
 Where the numbers come from. FSDP2 brackets every unit's work in record_functions (FSDP::pre_forward,
 FSDP::post_forward, FSDP::pre_backward, RegisterPostBackwardFunctionBackward around FSDP::post_backward_*,
@@ -13,7 +17,7 @@ FSDP::root_post_backward_callback; torch/distributed/fsdp/_fully_shard/_fsdp_sta
 torch 2.11), so their durations are measured in every rank trace. benchmarks/scaleout_fit.py reads them from the
 FSDP2 rank traces collected by benchmarks/collect/collect_distributed.py (8 workloads, 2 and 4 ranks, two H100
 hosts, 2026-11-26), takes out the profiler's own overhead inside each hook (timeline/overhead.py's per-op costs),
-divides by the trace's u and fits cost = a + b x (parameters of the unit) per hook by least squares (the
+divides by HOST_UNIT_NS and fits cost = a + b x (parameters of the unit) per hook by least squares (the
 parameter count is the length of the unit's fsdp::all_gather_copy_in / fsdp::chunk_cat tensor list): one
 all-gather or reduce-scatter per unit (a), and a view, a DTensor or a copy per parameter (b). The optimizer's
 extra time is DTensor dispatch per parameter per foreach op (torch/distributed/tensor/_dispatch.py runs sharding
@@ -26,32 +30,35 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+# The host unit u of every figure here: the median trivial-op time of the 24 calibration traces
+# (timeline/overhead.py FALLBACK_UNIT_NS, two H100 hosts), a fixed host, not the trace's own u (module doc)
+HOST_UNIT_NS = 468
 # (a, b) per hook, in u: a per unit, b per parameter of the unit (benchmarks/results/scaleout/fit.md)
 FSDP2_HOOK_U = {
-    "pre_forward": (1792.0, 103.2),  # all-gather copy-in, the all-gather, copy-out into the unsharded parameters
-    "post_forward": (227.0, 0.0),  # reshard: the sharded parameters set back
-    "pre_backward": (1185.0, 102.5),  # the backward all-gather (and the prefetch of the next unit's)
-    "post_backward": (1139.0, 126.8),  # gradients: chunk_cat, reduce-scatter, sharded DTensor gradients
+    "pre_forward": (2574.0, 33.3),  # all-gather copy-in, the all-gather, copy-out into the unsharded parameters
+    "post_forward": (228.0, 0.0),  # reshard: the sharded parameters set back
+    "pre_backward": (1939.0, 40.3),  # the backward all-gather (and the prefetch of the next unit's)
+    "post_backward": (1908.0, 62.1),  # gradients: chunk_cat, reduce-scatter, sharded DTensor gradients
 }
 # Once per step: the root's post-backward callback (waits queued, gradients finalized), the median over workloads
-FSDP2_ROOT_CALLBACK_U = 2903.0
-# The optimizer over DTensor parameters: per parameter per foreach op of the step (AdamW 9 foreach ops: ~135 u a
-# parameter; SGD with momentum 3: ~45 u)
-FSDP2_OPTIMIZER_U_PER_PARAM_OP = 14.9
+FSDP2_ROOT_CALLBACK_U = 3011.0
+# The optimizer over DTensor parameters: per parameter per foreach op of the step (AdamW 9 foreach ops: ~123 u a
+# parameter; SGD with momentum 3: ~41 u)
+FSDP2_OPTIMIZER_U_PER_PARAM_OP = 13.7
 # DDP: issuing one bucket's all-reduce from the reducer's autograd hook (c10d::allreduce_: record_param_comms, the
 # NCCL launch and the event record/wait between the streams), per bucket, the median over workloads
-DDP_BUCKET_U = 318.0
+DDP_BUCKET_U = 317.0
 # DDP's reducer hook on each gradient (the AccumulateGrad node: mark_variable_ready and mul_out into the bucket,
 # the one-GPU node's own cost, ~0 u, left in the trace)
-DDP_GRAD_U = 27.0
+DDP_GRAD_U = 22.0
 # finalize_backward's copy_bucket_to_grad, per gradient: the whole window from the backward's last node to
 # Optimizer.step less the one-GPU trace's same window, over the gradients (the record_functions alone, 11 u until
-# 2026-11-27, missed the reducer's loop between them); leave one workload out 20.2-22.1
-DDP_COPY_OUT_U = 20.4
+# 2026-11-27, missed the reducer's loop between them); leave one workload out 20.0-21.1
+DDP_COPY_OUT_U = 21.0
 # DistributedDataParallel.forward's own time, per step, outside the module's ops: _pre_forward (the reducer's
 # prepare_for_forward, the buffers' broadcast set-up) and _post_forward (prepare_for_backward); leave one workload
-# out 1449-2093
-DDP_FORWARD_U = 1582.0
+# out 1712-2157
+DDP_FORWARD_U = 1992.0
 # DDP's ranks wait for the slowest host. Every bucket's all-reduce starts when the last rank launches it, so a
 # launch-bound DDP step runs at the pace of the slowest of N hosts, not of one: if each rank's host time per step
 # varies independently with coefficient of variation c, the step is E[max of N] = (1 + c e_N) times the mean (e_N the
@@ -89,8 +96,8 @@ def ddp_host_slowdown(world_size: int) -> float:
 # FSDP1 (FullyShardedDataParallel): per unit, its record_functions _pre_forward, _post_forward, _pre_backward_hook
 # (with the next unit's prefetch) and _post_backward_hook, the rate limiter's wait (limit_all_gathers) taken out;
 # FSDP1 flattens a unit's parameters into one FlatParameter, so no per-parameter term
-FSDP1_HOOK_U = {"pre_forward": (1606.0, 0.0), "post_forward": (482.0, 0.0), "pre_backward": (1050.0, 0.0),
-                "post_backward": (1574.0, 0.0)}
+FSDP1_HOOK_U = {"pre_forward": (1338.0, 0.0), "post_forward": (448.0, 0.0), "pre_backward": (990.0, 0.0),
+                "post_backward": (1430.0, 0.0)}
 
 
 def fsdp_hook_u(kind: str, nparams: int, fsdp2: bool = True) -> float:

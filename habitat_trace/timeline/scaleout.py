@@ -23,14 +23,13 @@ from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
 from habitat_trace.scale import collective as C
 from habitat_trace.scale import dataparallel as D
-from habitat_trace.scale.dp_host import ddp_host_slowdown
+from habitat_trace.scale.dp_host import HOST_UNIT_NS, ddp_host_slowdown
 from habitat_trace.scale.params import COLUMNS, Params, recover
 from habitat_trace.scale.prediction import (COLLECTIVE_SYNTHESIZED, COPY_SYNTHESIZED, KernelFacts, Prediction)
 from habitat_trace.timeline.commstream import add_events
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.intervals import covered, union_length
 from habitat_trace.timeline.joint import replay_ranks
-from habitat_trace.timeline.overhead import FALLBACK_UNIT_NS
 from habitat_trace.timeline.replay import Timeline
 
 OPTIMIZER_STEP = "Optimizer.step"  # torch.optim's record_function around every optimizer's step()
@@ -101,7 +100,7 @@ def synthesize(tables: Any, prediction: Prediction, so: D.ScaleOut, params: Opti
 
 
 def scale_out(tables: Any, prediction: Prediction, so: D.ScaleOut, clock: Optional[CpuClock] = None,
-              params: Optional[Params] = None, unit_ns: float = FALLBACK_UNIT_NS,
+              params: Optional[Params] = None, unit_ns: float = HOST_UNIT_NS,
               worst_contention: bool = False, host_work: bool = True,
               prepared: Optional["Prepared"] = None) -> ScaledOut:
     """The per-rank step of ``so`` replayed on ``clock`` (the target host's, pipeline.host_clock; None: the recorded
@@ -174,7 +173,7 @@ def slowdown_fewer_sms(tables: Any, prediction: Prediction, synthesized: Any, ch
     return np.where(at >= 0, ratio[np.maximum(at, 0)], 1.0)
 
 
-def host_delays(syn: Synthesized, clock: CpuClock, unit_ns: float = FALLBACK_UNIT_NS) -> tuple[np.ndarray, np.ndarray]:
+def host_delays(syn: Synthesized, clock: CpuClock, unit_ns: float = HOST_UNIT_NS) -> tuple[np.ndarray, np.ndarray]:
     """(origin CPU time, host ns) of every added kernel's issue (HOST_ANALOG) and of the plan's host work (FSDP2's
     hooks: ``host_u`` trivial-op units of ``unit_ns`` each, at the clock's speed), for CpuClock.delayed."""
     t = syn.tables
