@@ -60,8 +60,9 @@ non-serial target pipe: an H100's GEMMs on a V100, T4, A100 or GeForce tensor co
 other GEMM adds: on a non-serial origin the time beyond the rate is not issue or pipeline work (the GPU overlaps
 those) but what keeps the GEMM under its rate everywhere (tiles, occupancy, short K), in series on any target.
 Adding it from an H100 to those GPUs had cost NeuSight's FP32 dev cells 9.3% -> 10.6% and timm's RTX 3090 8.1% ->
-8.5% (predicted slower); the split keeps the GEMM kernels' and Blackwell's gain without that cost (the choice, with
-one GPU and one model family left out: benchmarks/results/gemm_rule_choice.md).
+8.5% (predicted slower), and moved with the math as well (issue 32, part 3) the mean over those seven GPUs 9.1% ->
+13.7% (T4 26.9%, RTX 3090 16.9%); the split keeps the GEMM kernels' and Blackwell's gain without that cost (the
+choice, with one GPU and one model family left out: benchmarks/results/gemm_rule_choice.md).
 
 L2 (the issue's "L2 decides what reaches DRAM"): a kernel whose working set (its op's bytes) fits in a GPU's L2 is
 served from there: r_g = 1 / (1 + (bytes / (L2_SHARE · L2_g))^4), a smooth step at half the L2 (on A100 and H100
