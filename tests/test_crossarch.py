@@ -235,15 +235,49 @@ def test_h100_hgemm_to_rtx4090_pin() -> None:
 
 def test_h100_hgemm_to_b200_adds_its_overhead() -> None:
     """Both GPUs run a GEMM's pipeline fill and epilogue in series with the MMA pipeline (wgmma, tcgen05): the H100's
-    time beyond its sustained rate adds to the B200's compute, moved at SMs x the clock their tensor peaks are quoted
-    at (1830 and 1856 MHz)."""
+    time beyond its sustained rate adds to the B200's compute. One wave's share of it (the GEMM's 64 x 8 tiles of 128
+    are 4 waves on 132 SMs) is fill and drain, moved at SMs x the clock their tensor peaks are quoted at (1830 and
+    1856 MHz); the other waves' is tile work, moved with the math (the B200's fp16 rate is 2.4x; issue 32, part 3)."""
     b200 = CATALOG.resolve("B200")
     pred = predict(_trace([200_000]), H100, b200)
     ro, rt = rates.rates(H100), rates.rates(b200)
-    c_o = 2.0 * M * N * K / (ro.tensor_tflops["fp16"] * 1e3 * crossarch.wave_efficiency(np.array(8 * 32.0), ro.sms))
-    c_t = 2.0 * M * N * K / (rt.tensor_tflops["fp16"] * 1e3 * crossarch.wave_efficiency(np.array(8 * 32.0), rt.sms))
+    tiles = np.array(M / 128 * N / 128)
+    c_o = 2.0 * M * N * K / (ro.tensor_tflops["fp16"] * 1e3 * crossarch.wave_efficiency(tiles, ro.sms))
+    c_t = 2.0 * M * N * K / (rt.tensor_tflops["fp16"] * 1e3 * crossarch.wave_efficiency(tiles, rt.sms))
     f = 132 * 1830 / (148 * 1856)
-    assert pred.dur_ns[0] == pytest.approx(c_t + (200_000 - c_o) * f, rel=0.01)
+    assert crossarch.gemm_waves(tiles, ro.sms) == 4
+    assert pred.dur_ns[0] == pytest.approx(c_t + (200_000 - c_o) * (f / 4 + c_t / c_o * 3 / 4), rel=0.01)
+
+
+def test_a_many_wave_gemm_keeps_its_fraction_of_the_sustained_rate() -> None:
+    """Golden case (issue 32, part 3): a V100 SGEMM at 70% of the V100's sustained 12.45 TFLOP/s (52 waves, DRAM time
+    negligible) runs at ~70% of the H100's 51.62 there: all but one wave's share of its time beyond the rate moves
+    with the math (x 0.25 with the last-wave efficiencies), that one at SMs x clock (80 x 1380 / (132 x 1980) = 0.42),
+    not all of it at SMs x clock as in the first repair."""
+    ro, rt = rates.rates(V100), rates.rates(H100)
+    flops = 2.0 * 4096 ** 3  # 64 x 64 = 4,096 output tiles of 64 x 64: 51.2 waves on 80 SMs, 31.03 on 132
+    t_o = flops / (0.7 * ro.simt_tflops * 1e3 * crossarch.wave_efficiency(np.array(4096.0), ro.sms))
+    w = _work([{"t": t_o, "flops": flops, "bytes": 3 * 4 * 4096 ** 2, "pipe": "fp32", "tiles": 4096.0,
+                "library": True}])
+    t, parts = crossarch.predict_ns(w, ro, rt)
+    q_o, q_t = (crossarch.wave_efficiency(np.array([4096.0]), r.sms)[0] for r in (ro, rt))
+    math, sf = ro.simt_tflops * q_o / (rt.simt_tflops * q_t), 80 * 1380 / (132 * 1980)
+    assert bool(parts.additive[0]) and crossarch.gemm_waves(np.array(4096.0), ro.sms) == 52
+    assert t[0] / t_o == pytest.approx(0.7 * math + 0.3 * (sf / 52 + math * 51 / 52), rel=1e-3)
+    assert t[0] / t_o == pytest.approx(math, rel=0.01)
+
+
+def test_a_single_wave_gemm_moves_as_latency() -> None:
+    """A GEMM of one wave is its fill and drain: the 512x512x16 V100 SGEMM of tests/test_wild.py (64 tiles on 80
+    SMs, 6 us, 12% of it math) moves its time beyond the rate at SMs x clock, not with the A100's lower FP32 rate per
+    SM (that made it 8.4 us)."""
+    v100, a100 = CATALOG.resolve("V100 SXM2 16GB"), CATALOG.resolve("A100 SXM4 80GB")
+    ro, rt = rates.rates(v100), rates.rates(a100)
+    w = _work([{"t": 6_000.0, "flops": 2.0 * 512 * 512 * 16, "bytes": 4.0 * (2 * 512 * 16 + 512 * 512),
+                "pipe": "fp32", "tiles": 64.0, "library": True}])
+    t, parts = crossarch.predict_ns(w, ro, rt)
+    c_t = 2.0 * 512 * 512 * 16 / (rt.simt_tflops * 1e3 * 64 / rt.sms)
+    assert t[0] == pytest.approx(c_t + parts.latency[0] * ro.sm_ghz / rt.sm_ghz, rel=0.01) and t[0] < 6_000
 
 
 def test_which_gpus_run_gemm_overhead_in_series() -> None:

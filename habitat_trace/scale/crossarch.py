@@ -33,8 +33,20 @@ loop, and what a GEMM spends beyond it is work of the same SMs in series with th
 first K-slices loaded before the first MMA) and epilogue (the output tile converted and stored), and on the CUDA cores
 the loop's own non-FMA instructions, which take issue slots the FMAs need (Lai & Seznec, "Performance upper bound
 analysis and optimization of SGEMM on Fermi and Kepler GPUs", CGO 2013: SGEMM's attainable rate is set by its
-instruction mix). So that time adds to the compute instead of overlapping it:
-    T_g = ((c_g + l_g)^P + m_g^P)^(1/P),   so   l_o = (T_o^P − m_o^P)^(1/P) − c_o.
+instruction mix). So that time adds to the compute instead of overlapping it, and beyond one wave it moves with the
+compute:
+    T_g = ((c_g + l_g)^P + m_g^P)^(1/P),   l_o = (T_o^P − m_o^P)^(1/P) − c_o,
+    l_t = l_o / W_o · S_o f_o / (S_t f_t)  +  l_o · (1 − 1 / W_o) · c_t / c_o,      W_o = ceil(tiles / S_o):
+one wave's share of it is the fill and drain nothing overlaps (the first tiles' loads, the last tiles' epilogue and
+the kernel's ramp: latency, moved at SMs x clock like the rest of the law's latency work), and each further wave is
+the same tiles' work again, done by the SMs at the rate their pipe sustains, so that share keeps the fraction of the
+sustained rate the GEMM reached on the origin (issue 17's FP32 law; Habitat's premise with sustained rates for peaks).
+Per SM-clock the H100 does twice the FP32 math (128 lanes per SM) of a V100, T4, A100 or P100 (64), and a
+power-limited card less than S x f says (the T4 sustains 3.4 of its 8.1 TFLOP/s), so moving all of it at SMs x clock
+(the first repair) left NeuSight's SGEMMs of >= 0.1 ms 21.1% off on our H100; 17.7% this way (P100 linear rows +31.5%
+-> +17%; benchmarks/crossarch/gemm_kernels.py, harness floor out). Moving all of it with the math gives the same
+17.6% but made a 6 us single-wave V100 SGEMM (512x512x16) 8.4 us on an A100, whose FP32 rate per SM is lower: a
+kernel of one wave is its latency (tests/test_wild.py).
 The soft split calls a GEMM that runs at 60-75% of its GPU's sustained rate ~100% latency and moves all of it at S x f.
 Where the target does more math per SM-clock than the origin that is far too slow: NeuSight's P100/V100/A100 SGEMMs of
 >= 0.1 ms came out 1.4-1.7x too slow on our H100 (twice the FP32 lanes per SM; benchmarks/crossarch/gemm_kernels.py),
@@ -48,8 +60,9 @@ non-serial target pipe: an H100's GEMMs on a V100, T4, A100 or GeForce tensor co
 other GEMM adds: on a non-serial origin the time beyond the rate is not issue or pipeline work (the GPU overlaps
 those) but what keeps the GEMM under its rate everywhere (tiles, occupancy, short K), in series on any target.
 Adding it from an H100 to those GPUs had cost NeuSight's FP32 dev cells 9.3% -> 10.6% and timm's RTX 3090 8.1% ->
-8.5% (predicted slower); the split keeps the GEMM kernels' and Blackwell's gain without that cost (the choice, with
-one GPU and one model family left out: benchmarks/results/gemm_rule_choice.md).
+8.5% (predicted slower), and moved with the math as well (issue 32, part 3) the mean over those seven GPUs 9.1% ->
+13.7% (T4 26.9%, RTX 3090 16.9%); the split keeps the GEMM kernels' and Blackwell's gain without that cost (the
+choice, with one GPU and one model family left out: benchmarks/results/gemm_rule_choice.md).
 
 L2 (the issue's "L2 decides what reaches DRAM"): a kernel whose working set (its op's bytes) fits in a GPU's L2 is
 served from there: r_g = 1 / (1 + (bytes / (L2_SHARE · L2_g))^4), a smooth step at half the L2 (on A100 and H100
@@ -158,7 +171,12 @@ def predict_ns(work: Work, ro: Rates, rt: Rates) -> tuple[np.ndarray, Parts]:
     additive = gemm_with_shapes(work) & (in_series(rt, work.pipe_target) | ~in_series(ro, work.pipe))
     soft = np.maximum(t_o ** P - c_o ** P - m_o ** P, 0.0) ** (1 / P)
     l_o = np.where(additive, np.maximum(np.maximum(t_o ** P - m_o ** P, 0.0) ** (1 / P) - c_o, 0.0), soft)
-    l_t = l_o * ro.sm_ghz_on(work.pipe) / rt.sm_ghz_on(work.pipe_target)
+    # latency work moves with SMs x clock; a GEMM's time beyond its rate is one wave's fill and drain (latency) and,
+    # for every further wave, its tiles' own work, which moves with its math (module doc)
+    sm_clock = ro.sm_ghz_on(work.pipe) / rt.sm_ghz_on(work.pipe_target)
+    first_wave = 1.0 / gemm_waves(work.tiles, ro.sms)
+    with_math = c_t / np.maximum(c_o, 1e-9)
+    l_t = l_o * np.where(additive, first_wave * sm_clock + (1 - first_wave) * with_math, sm_clock)
     # bytes the target's L2 holds and the origin's did not: L2 time instead of DRAM time, never more than that
     l2_bw = L2_BYTES_PER_CLOCK_PER_SM * rt.sm_ghz_on(work.pipe_target)  # GB/s
     gained = np.where(known, np.maximum(res_t - res_o, 0.0) * nbytes * work.width * fit, 0.0)
@@ -184,6 +202,13 @@ def l2_resident(nbytes: np.ndarray, r: Rates) -> np.ndarray:
     x = np.nan_to_num(np.asarray(nbytes, float), nan=np.inf) / max(L2_SHARE * r.l2_bytes, 1.0)
     with np.errstate(over="ignore"):
         return 1.0 / (1.0 + x ** L2_STEEPNESS)
+
+
+def gemm_waves(tiles: np.ndarray, sms: float) -> np.ndarray:
+    """Waves of a GEMM of ``tiles`` output tiles on ``sms`` SMs, ceil(tiles / SMs) (Habitat §4.1), at least 1; 1 where
+    the tiles are unknown."""
+    w = np.asarray(tiles, float) / sms
+    return np.where(np.isfinite(w) & (w > 0), np.maximum(np.ceil(w - 1e-9), 1.0), 1.0)
 
 
 def wave_efficiency(tiles: np.ndarray, sms: float) -> np.ndarray:
