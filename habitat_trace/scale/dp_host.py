@@ -9,7 +9,7 @@ the user's ``--cpu-speed`` (a host twice as fast at dispatching ops is twice as 
 Until 2026-11-27 the unit was the trace's own u (the 10th percentile of its trivial ops); but that moves with the
 workload's op mix more than with the host: over the one-GPU traces of one host session it spans 305-920 ns (CV
 0.18-0.50 per session, the kernel-launch call 0.04-0.30), and a scale-out that priced the hooks with it was 16.2% off
-over 167 measured rows against 14.6% with the fixed unit (both fitted the same way; benchmarks/scaleout_eval.py).
+over 167 measured rows against 14.6% with the fixed unit (each refitted in its unit; benchmarks/scaleout_eval.py).
 
 Where the numbers come from. FSDP2 brackets every unit's work in record_functions (FSDP::pre_forward,
 FSDP::post_forward, FSDP::pre_backward, RegisterPostBackwardFunctionBackward around FSDP::post_backward_*,
