@@ -5,11 +5,11 @@ int64 ns inside and written as µs with exactly three decimals (``orjson.Fragmen
 GPU re-reads to the same nanoseconds. Only events whose times changed and GPU events (whose args gain
 ``habitat_origin_dur_us``, ``habitat_method`` and ``habitat_reason``) change: copied where the input's event dicts are
 shared (a small trace's, kept parsed), changed in place where they were parsed for this write alone. The output is
-streamed: the top-level keys, then the events one chunk at a time (re-parsed from the input's bytes), so the whole
-output never sits in memory; the file appears atomically (temp file + rename), its bytes those of ``orjson.dumps`` of
-the whole document. A small document written again (scale --to all) is formatted from a template of its events
-(``_templated``: the same bytes), and ``WriteBehind`` compresses and writes one trace on a thread while the caller
-predicts the next.
+streamed: the top-level keys, then the events one chunk at a time (re-parsed from the input's bytes, or where ingest
+found those bytes orjson's own, edited as bytes: emit.splice), so the whole output never sits in memory; the file
+appears atomically (temp file + rename), its bytes those of ``orjson.dumps`` of the whole document. A small document
+written again (scale --to all) is formatted from a template of its events (``_templated``: the same bytes), and
+``WriteBehind`` compresses and writes one trace on a thread while the caller predicts the next.
 
 Output paths (``write_pieces``): ``-`` is stdout (never gzipped); an existing character device or FIFO
 (``/dev/null``, a named pipe) is opened and written like a shell redirect, never replaced; a block device or
@@ -28,13 +28,16 @@ import threading
 import zlib
 from collections import deque
 from dataclasses import dataclass
-from itertools import repeat
+from functools import partial
+from itertools import pairwise, repeat
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 import orjson
 
+from habitat_trace.emit import splice
+from habitat_trace.emit.numbers import us_fragments, us_texts
 from habitat_trace.errors import OutputError, TraceFormatError
 from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.ingest.events import Events, event_chunks, fresh_dicts
@@ -65,56 +68,6 @@ STDOUT = "-"  # -o -: write to stdout
 # The writer's chunks of a large trace: 2 MiB of JSON, ~10 MB while parsed and rewritten (ingest's 8 MiB: 40 MB more
 # at the peak, which is the write's: the tables and replays are alive then), for no measurable time.
 WRITE_CHUNK_BYTES = 1 << 21
-
-
-POW10 = 10 ** np.arange(19, dtype=np.int64)  # 1 .. 10**18: every int64 has at most 19 digits
-ZERO = ord("0")
-
-
-def us_text(ns: int) -> bytes:
-    """Integer ns as µs with exactly three decimals: 4457346609398043 -> b"4457346609398.043"."""
-    q, r = divmod(abs(ns), 1000)
-    return f"{'-' if ns < 0 else ''}{q}.{r:03d}".encode()
-
-
-def us_texts(ns: np.ndarray) -> list[bytes]:
-    """``us_text`` for an int64 array: the hot path of a write (every event's ts and dur). The digits are laid out
-    left-aligned in a NUL-padded byte matrix, which numpy hands back as one bytes object per row without its NULs
-    (measured on 1.12M values, one process: 0.24 s against 0.37 s for a bytes-format per number on issue 34's
-    timestamps, 0.16 s against 0.31 s on durations); int64's minimum, which has no absolute value, goes through the
-    format."""
-    a = np.abs(ns)
-    if len(a) and a.min() < 0:
-        texts = list(map(b"%d.%03d".__mod__, zip((a // 1000).tolist(), (a % 1000).tolist())))
-    else:
-        texts = _texts(a // 1000, a % 1000)
-    for i in np.flatnonzero(ns < 0).tolist():
-        texts[i] = b"-" + texts[i]
-    return texts
-
-
-def _texts(whole: np.ndarray, frac: np.ndarray) -> list[bytes]:
-    """``b"%d.%03d" % (w, f)`` for non-negative int64 arrays (``frac`` < 1000), one group of whole parts with the
-    same number of digits at a time (a trace's timestamps mostly share theirs)."""
-    digits = np.maximum(np.searchsorted(POW10, whole, side="right"), 1)  # 10**(d-1) <= w < 10**d
-    width = int(digits.max(initial=1)) + 4
-    text = np.zeros((len(whole), width), dtype=np.uint8)
-    for d in np.unique(digits).tolist():
-        rows = np.flatnonzero(digits == d) if d != width - 4 or digits.min() != d else slice(None)
-        w, f = whole[rows], frac[rows]
-        part = np.empty((len(w), d + 4), dtype=np.uint8)
-        for j in range(d):
-            part[:, j] = w // int(POW10[d - 1 - j]) % 10 + ZERO
-        part[:, d] = ord(".")
-        for k, power in enumerate((100, 10, 1), start=1):
-            part[:, d + k] = f // power % 10 + ZERO
-        text[rows, :d + 4] = part
-    return text.view(f"S{width}").ravel().tolist()  # numpy's bytes drop the trailing NULs
-
-
-def us_fragments(ns: np.ndarray) -> list[orjson.Fragment]:
-    """``us_text`` for an int64 array, as orjson Fragments."""
-    return list(map(orjson.Fragment, us_texts(ns)))
 
 
 def is_stdout(out: Path) -> bool:
@@ -154,22 +107,38 @@ def check_output(out: Path, inputs: tuple[Path, ...]) -> None:
         raise OutputError(f"{parent}: output directory is not writable; fix its permissions or choose another -o")
 
 
-def apply(rewrite: Rewrite, events: list[Any], first: int, copy: bool = True) -> list[Any]:
+def apply(rewrite: Rewrite, events: list[Any], first: int, copy: bool = True,
+          index: Optional[np.ndarray] = None) -> list[Any]:
     """Events ``first`` .. ``first + len(events) - 1`` as written (``events`` is the caller's own list; with ``copy``
-    the dicts in it are copied before they change, never mutated; without, they are the caller's to change)."""
-    _retime(rewrite, events, first, copy)
-    _annotate(rewrite, events, first, copy)
+    the dicts in it are copied before they change, never mutated; without, they are the caller's to change).
+    ``index``: the events are those event indices instead (ascending; emit.splice's), and every GPU event between the
+    first and the last is among them."""
+    _retime(rewrite, events, *_among(rewrite.rows, first, len(events), index), copy)
+    _annotate(rewrite, events, first, copy, index)
     return events
 
 
-def _retime(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
-    lo, hi = np.searchsorted(r.rows, [first, first + len(events)])
-    rows = r.rows[lo:hi]
+def _among(keys: np.ndarray, first: int, n: int, index: Optional[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The ``keys`` (ascending event indices) among the events ``first`` .. ``first + n - 1`` (or ``index``), and
+    their positions in the events' list."""
+    if index is None:
+        lo, hi = np.searchsorted(keys, [first, first + n])
+        return keys[lo:hi], keys[lo:hi] - first
+    if not len(index):
+        return keys[:0], keys[:0]
+    lo, hi = np.searchsorted(keys, [index[0], index[-1] + 1])
+    pos = np.searchsorted(index, keys[lo:hi])
+    hit = index[np.minimum(pos, len(index) - 1)] == keys[lo:hi]
+    return keys[lo:hi][hit], pos[hit]
+
+
+def _retime(r: Rewrite, events: list[Any], rows: np.ndarray, at: np.ndarray, copy: bool) -> None:
+    """New times for events ``rows``, which lie at ``at`` in ``events``."""
     ts_f = us_fragments(r.ts[rows])
     dur = r.dur[rows]
     has_dur = dur != NO_TIME
     if not copy:  # the caller's own dicts, changed in place: one C-level pass per key (the same keys, in order)
-        mine = take(events, (rows - first).tolist())
+        mine = take(events, at.tolist())
         deque(map(dict.__setitem__, mine, repeat("ts"), ts_f), maxlen=0)
         deque(map(dict.__setitem__, take(mine, np.flatnonzero(has_dur).tolist()), repeat("dur"),
                   us_fragments(dur[has_dur])), maxlen=0)
@@ -177,7 +146,7 @@ def _retime(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
     dur_f: list[Any] = [None] * len(rows)
     for j, frag in zip(np.flatnonzero(has_dur).tolist(), us_fragments(dur[has_dur])):
         dur_f[j] = frag
-    for i, t, d in zip((rows - first).tolist(), ts_f, dur_f):
+    for i, t, d in zip(at.tolist(), ts_f, dur_f):
         e = dict(events[i]) if copy else events[i]
         e["ts"] = t
         if d is not None:
@@ -185,12 +154,20 @@ def _retime(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
         events[i] = e
 
 
-def _annotate(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
+def _annotate(r: Rewrite, events: list[Any], first: int, copy: bool, index: Optional[np.ndarray]) -> None:
     """The GPU events' args: the origin's duration, the method and reason, the target's occupancy statistics (the
     events themselves are _retime's: copied there when ``copy``)."""
-    lo, hi = np.searchsorted(r.gpu_ev, [first, first + len(events)])
-    for i, args in _gpu_args(r, lo, hi, lambda i: events[i - first].get("args"), copy):
-        events[i - first]["args"] = args
+    if index is None:
+        lo, hi = np.searchsorted(r.gpu_ev, [first, first + len(events)])
+        where: Callable[[int], int] = lambda i: i - first  # noqa: E731
+    else:
+        lo, hi = np.searchsorted(r.gpu_ev, [index[0], index[-1] + 1]) if len(index) else (0, 0)
+        gpu, at = _among(r.gpu_ev, first, len(events), index)
+        if len(gpu) != hi - lo:
+            raise RuntimeError("emit: a GPU event between the first and the last of the events given is not among them")
+        where = dict(zip(gpu.tolist(), at.tolist())).__getitem__
+    for i, args in _gpu_args(r, lo, hi, lambda i: events[where(i)].get("args"), copy):
+        events[where(i)]["args"] = args
 
 
 def _gpu_args(r: Rewrite, lo: int, hi: int, args_of: Any, copy: bool) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -231,16 +208,65 @@ def pieces(document: TargetDocument) -> Iterator[bytes | memoryview]:
         yield b"]" + tail
         return
     sep = b""
-    copy = not fresh_dicts(document.events)  # a large trace's chunks are parsed for this write alone
-    for first, events in event_chunks(document.events, WRITE_CHUNK_BYTES):
-        dumped = _dumps(apply(document.rewrite, events, first, copy), document.source,
-                        f"events #{first}-#{first + len(events) - 1}")
-        del events
-        if len(dumped) > 2:
+    for part in _event_parts(document):
+        if part:
             yield sep
-            yield memoryview(dumped)[1:-1]  # the chunk without its list's brackets
+            yield part
             sep = b","
     yield b"]" + tail
+
+
+def _event_parts(document: TargetDocument) -> Iterator[bytes | memoryview]:
+    """The written events' JSON without the array's brackets, a chunk at a time: spliced from their bytes where
+    ingest found them orjson's own (emit.splice), else parsed again, rewritten and dumped."""
+    events, r = document.events, document.rewrite
+    spans = _spans(events)
+    if spans is None:
+        copy = not fresh_dicts(events)  # a large trace's chunks are parsed for this write alone
+        for first, chunk in event_chunks(events, WRITE_CHUNK_BYTES):
+            dumped = _dumps(apply(r, chunk, first, copy), document.source, f"events #{first}-#{first + len(chunk) - 1}")
+            del chunk
+            yield memoryview(dumped)[1:-1]  # the chunk without its list's brackets
+        return
+    assert isinstance(events, Events)  # _spans' promise
+    some = partial(_rewrite_some, r, document.source)
+    for lo, hi, canonical in spans:
+        for a, b in pairwise(events.bounds(WRITE_CHUNK_BYTES, lo, hi)):
+            if canonical:
+                yield splice.spliced(*events.span_bytes(a, b), a, r, some)
+                continue
+            dumped = _dumps(apply(r, events.parse(a, b), a, copy=False), document.source, f"events #{a}-#{b - 1}")
+            yield memoryview(dumped)[1:-1]
+
+
+def _spans(events: Sequence[Any]) -> Optional[list[tuple[int, int, bool]]]:
+    """(lo, hi, whether orjson's own bytes) covering a large trace's events, from ingest's check
+    (Events.canonical); None for a list, a kept document, or where no check ran."""
+    if not isinstance(events, Events) or events.shares_dicts or events.canonical is None:
+        return None
+    out: list[tuple[int, int, bool]] = []
+    at = 0
+    for lo, hi in events.canonical:
+        if lo > at:
+            out.append((at, lo, False))
+        if out and out[-1][2] and out[-1][1] == lo:
+            lo = out.pop()[0]  # one span across ingest's chunks
+        out.append((lo, hi, True))
+        at = hi
+    if at < len(events):
+        out.append((at, len(events), False))
+    return out
+
+
+def _rewrite_some(r: Rewrite, source: Path, events: list[Any], index: np.ndarray) -> list[bytes]:
+    """emit.splice's parse path: events ``index`` (parsed for this write) rewritten and dumped one by one."""
+    apply(r, events, 0, copy=False, index=index)
+    try:
+        return list(map(orjson.dumps, events))
+    except TypeError:
+        for i, e in zip(index.tolist(), events):
+            _dumps(e, source, f"event #{i}")
+        raise
 
 
 # --- a kept document written again (scale --to all: one trace, 52 targets) ---------------------------------------
