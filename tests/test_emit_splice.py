@@ -118,8 +118,11 @@ _number = st.integers(-2**63, 2**64 - 1) | st.floats(allow_nan=False, allow_infi
 _time = _number | st.sampled_from(["12.5", "1e3", "", "x"]) | st.none() | st.booleans()
 _scalar = _number | _text | st.none() | st.booleans()
 _value = st.recursive(_scalar, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-    st.sampled_from(["ts", "dur", "x", "blocks per SM", "habitat_reason"]) | _text, inner, max_size=3), max_leaves=6)
-_KEYS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id", "habitat_method", 'x"ts', 'y"dur']
+    st.sampled_from(["ts", "dur", "x", "blocks per SM"]) | _text, inner, max_size=3), max_leaves=6)
+# a GPU event's args as Kineto writes them (numbers, arrays of numbers), with the odd string or brace
+_kineto_args = st.dictionaries(st.sampled_from([*OCCUPANCY_KEYS, "grid", "stream", 'q"ts', "External id"]),
+                               _number | st.lists(_number, max_size=3) | _text, max_size=6)
+_KEYS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id", 'x"ts', 'y"dur']
 # (the last two: a key whose bytes end in "ts": with an escaped quote before it)
 
 
@@ -131,7 +134,8 @@ def _event(draw: st.DrawFn) -> Any:
     if shape < 10:  # Kineto's order, numeric times: the spliced kind
         odd = {'x"ts': draw(_number), 'y"dur': 1} if draw(st.booleans()) else {}
         return {"ph": "X", "cat": draw(_text), "name": draw(_text), "pid": draw(_number), "tid": draw(_number), **odd,
-                "ts": draw(_number), **({"dur": draw(_number)} if draw(st.booleans()) else {}), "args": draw(_value)}
+                "ts": draw(_number), **({"dur": draw(_number)} if draw(st.booleans()) else {}),
+                "args": draw(_kineto_args | _value)}
     keys = draw(st.permutations(_KEYS))[:draw(st.integers(0, len(_KEYS)))]
     out: dict[str, Any] = {}
     for k in keys:
@@ -160,6 +164,8 @@ def _case(draw: st.DrawFn) -> tuple[list[Any], Rewrite]:
     method = np.array(draw(st.lists(st.sampled_from(["wave", "identity"]), min_size=k, max_size=k)), dtype=object)
     reason = np.array(draw(st.lists(st.sampled_from(["", "no launch", 'a "quoted" é']), min_size=k, max_size=k)),
                       dtype=object)
+    if k and draw(st.integers(0, 4)) == 0:  # a trace we wrote: its GPU args hold our keys
+        events[int(gpu[0])]["args"] = {"habitat_origin_dur_us": 1.5, "habitat_method": "x", "habitat_reason": "old"}
     occ = None
     if k and draw(st.booleans()):
         occ = (*(np.array(draw(st.lists(st.integers(0, 99), min_size=k, max_size=k)), dtype=np.int64)
@@ -186,6 +192,15 @@ def _document(events: list[Any], rewrite: Rewrite, chunk: int) -> Iterator[Targe
           Rewrite(np.array([10, 20]), np.array([30, NO_TIME]), np.array([0, 1]), np.array([], dtype=np.int64),
                   np.array([], dtype=np.int64), np.array([], dtype=object), np.array([], dtype=object), None)),
          1 << 14)  # a nested "ts" before the event's own, a bracket in a name: both take the parse path
+@example(([{"ph": "X", "ts": 1, "args": {"grid": [1]}, "id": 7},
+           {"ph": "X", "ts": 1, "args": {"a": {"blocks per SM": 1}}}, {"ph": "X", "ts": 1, "args": {}},
+           {"ph": "X", "ts": 1, "args": {"warps per SM": 2, "x": "}"}}],
+          Rewrite(np.array([10, 20, 30, 40]), np.full(4, NO_TIME), np.array([0, 1, 2, 3]), np.array([0, 1, 2, 3]),
+                  np.array([5, 6, 7, 8]), np.array(["wave"] * 4, dtype=object),
+                  np.array(["", "r", "", ""], dtype=object),
+                  (np.array([3, 3, 3, 3]), np.array([4, 4, 4, 4]), np.array([50.0, 50.0, 50.0, 50.0]),
+                   np.array([True, True, True, True])))),
+         1 << 14)  # GPU args: not the last key, an occupancy key nested in them, empty, a brace in a string
 def test_generated_events_are_spliced_to_the_plain_bytes(case: tuple[list[Any], Rewrite], chunk: int) -> None:
     events, rewrite = case
     with pytest.MonkeyPatch.context() as m:

@@ -38,6 +38,7 @@ import numpy as np
 import orjson
 
 from habitat_trace.emit import splice
+from habitat_trace.emit.splice import json_items, method_keys
 from habitat_trace.emit.numbers import us_fragments, us_texts
 from habitat_trace.errors import OutputError, TraceFormatError
 from habitat_trace.ingest.columns import NO_TIME
@@ -112,8 +113,7 @@ def apply(rewrite: Rewrite, events: list[Any], first: int, copy: bool = True,
           index: Optional[np.ndarray] = None) -> list[Any]:
     """Events ``first`` .. ``first + len(events) - 1`` as written (``events`` is the caller's own list; with ``copy``
     the dicts in it are copied before they change, never mutated; without, they are the caller's to change).
-    ``index``: the events are those event indices instead (ascending; emit.splice's), and every GPU event between the
-    first and the last is among them."""
+    ``index``: the events are those event indices instead (ascending; emit.splice's parse path)."""
     _retime(rewrite, events, *_among(rewrite.rows, first, len(events), index), copy)
     _annotate(rewrite, events, first, copy, index)
     return events
@@ -158,48 +158,42 @@ def _retime(r: Rewrite, events: list[Any], rows: np.ndarray, at: np.ndarray, cop
 def _annotate(r: Rewrite, events: list[Any], first: int, copy: bool, index: Optional[np.ndarray]) -> None:
     """The GPU events' args: the origin's duration, the method and reason, the target's occupancy statistics (the
     events themselves are _retime's: copied there when ``copy``)."""
+    rows: slice | np.ndarray
     if index is None:
         lo, hi = np.searchsorted(r.gpu_ev, [first, first + len(events)])
-        at = r.gpu_ev[lo:hi] - first
+        rows, at = slice(lo, hi), r.gpu_ev[lo:hi] - first
     else:
-        lo, hi = np.searchsorted(r.gpu_ev, [index[0], index[-1] + 1]) if len(index) else (0, 0)
         gpu, at = _among(r.gpu_ev, first, len(events), index)
-        if len(gpu) != hi - lo:
-            raise RuntimeError("emit: a GPU event between the first and the last of the events given is not among them")
+        rows = np.searchsorted(r.gpu_ev, gpu)
     mine = take(events, at.tolist())
-    written = _gpu_args(r, lo, hi, list(map(dict.get, mine, repeat("args"))), copy)
+    written = _gpu_args(r, rows, list(map(dict.get, mine, repeat("args"))), copy)
     deque(map(dict.__setitem__, mine, repeat("args"), written), maxlen=0)
 
 
-def _gpu_args(r: Rewrite, lo: int, hi: int, read: list[Any], copy: bool) -> list[dict[str, Any]]:
-    """The args as written of GPU rows ``lo`` .. ``hi - 1``; ``read``: their args as read (copied before they
-    change when ``copy``). Each change is one C-level pass over the rows (a Python loop per row took 7 us a row:
-    0.8 s on issue 34's 118k kernels), in the order a row's keys were set one row at a time."""
+def _gpu_args(r: Rewrite, rows: slice | np.ndarray, read: list[Any], copy: bool) -> list[dict[str, Any]]:
+    """The args as written of GPU ``rows``; ``read``: their args as read (copied before they change when ``copy``).
+    Each change is one C-level pass over the rows (a Python loop per row took 7 us a row: 0.8 s on issue 34's 118k
+    kernels), in the order a row's keys were set one row at a time."""
     if set(map(type, read)) <= {dict}:
         args = list(map(dict, read)) if copy else read
     else:
         args = [(dict(a) if copy else a) if isinstance(a, dict) else {} for a in read]
     if r.occupancy is not None:
-        changed = np.flatnonzero(np.asarray(r.occupancy[3][lo:hi], dtype=bool)).tolist()
+        changed = np.flatnonzero(np.asarray(r.occupancy[3], dtype=bool)[rows]).tolist()
         some = take(args, changed)
         for key, values in zip(OCCUPANCY_KEYS, r.occupancy):  # the keys the row has
             has = list(compress(range(len(some)), map(dict.__contains__, some, repeat(key))))
-            deque(map(dict.__setitem__, take(some, has), repeat(key), take(take(values[lo:hi].tolist(), changed), has)),
+            deque(map(dict.__setitem__, take(some, has), repeat(key), take(take(values[rows].tolist(), changed), has)),
                   maxlen=0)
-    deque(map(dict.__setitem__, args, repeat("habitat_origin_dur_us"), us_fragments(r.old_dur[lo:hi])), maxlen=0)
-    reasons = r.reason[lo:hi].tolist()
-    pairs = list(zip(r.method[lo:hi].tolist(), reasons))
-    said = {p: _method_keys(*p) for p in set(pairs)}  # a few, over every GPU row
+    deque(map(dict.__setitem__, args, repeat("habitat_origin_dur_us"), us_fragments(r.old_dur[rows])), maxlen=0)
+    reasons = r.reason[rows].tolist()
+    pairs = list(zip(r.method[rows].tolist(), reasons))
+    said = {p: method_keys(*p) for p in set(pairs)}  # a few, over every GPU row
     deque(map(dict.update, args, map(said.__getitem__, pairs)), maxlen=0)
     # the input may be a trace we wrote: its reason is not this prediction's
     nowhy = list(compress(range(len(args)), map(operator.not_, reasons)))
     deque(map(dict.pop, take(args, nowhy), repeat("habitat_reason"), repeat(None)), maxlen=0)
     return args
-
-
-def _method_keys(method: Any, why: Any) -> dict[str, str]:
-    """The last keys of a GPU event's args: the prediction method, and its reason where there is one."""
-    return {"habitat_method": str(method), **({"habitat_reason": str(why)} if why else {})}
 
 
 def pieces(document: TargetDocument) -> Iterator[bytes | memoryview]:
@@ -281,7 +275,7 @@ def _rewrite_some(r: Rewrite, source: Path, events: list[Any], index: np.ndarray
 # From its second write on, a document whose events are kept parsed (ingest.events.KEEP_PARSED_BYTES) is written
 # from a template made once: its events dumped with a marker (_MARK: kind, event index) where _retime and _annotate
 # put their values (each time; each GPU event's occupancy keys it has, and after habitat_origin_dur_us, the origin's
-# and the same for every target, the keys _method_keys adds last),
+# and the same for every target, the keys method_keys adds last),
 # split into the static JSON between the markers. A write formats the values and joins them with the static pieces:
 # the same bytes as dumping the rewritten events (tests/test_emit_template.py: every catalog target of real traces),
 # without copying and dumping every event per target. The template is made for one set of GPU rows and origin
@@ -299,7 +293,7 @@ class _Template:
     ts_slot: np.ndarray  # per event: the slot of its "ts", -1 without one
     dur_slot: np.ndarray  # the same for "dur"
     occ_slots: tuple[tuple[np.ndarray, np.ndarray], ...]  # per occupancy key: (slots, their GPU rows)
-    method_slot: np.ndarray  # per GPU row: the slot of the keys after habitat_origin_dur_us (_method_keys)
+    method_slot: np.ndarray  # per GPU row: the slot of the keys after habitat_origin_dur_us (splice.method_keys)
     gpu_ev: np.ndarray  # the GPU rows' event indices it was made for
     old_dur: np.ndarray  # and their origin durations
 
@@ -346,7 +340,7 @@ def _make_template(events: list[Any], gpu_ev: np.ndarray, old_dur: np.ndarray) -
             for key, mark in zip(OCCUPANCY_KEYS, _OCC_MARKS):
                 if key in args:
                     args[key] = orjson.Fragment(b"\x00%s%d\x00" % (mark, i))
-            # the slot after the origin's duration holds the keys _method_keys adds after it
+            # the slot after the origin's duration holds the keys method_keys adds after it
             args["habitat_origin_dur_us"] = orjson.Fragment(od[i] + b"\x00M%d\x00" % i)
             m["args"] = args
         marked.append(m)
@@ -388,29 +382,19 @@ def _fill(t: _Template, r: Rewrite) -> Optional[bytes]:
     if r.occupancy is not None:
         changed = np.asarray(r.occupancy[3], dtype=bool)
         for (at, j), column in zip(t.occ_slots, r.occupancy):
-            new = _json_items(column[j])
+            new = json_items(column[j])
             if new is None:
                 return None
             keep = ~changed[j]
             new[keep] = values[at][keep]
             values[at] = new
     pairs = list(zip(r.method.tolist(), r.reason.tolist()))
-    said = {p: b"," + orjson.dumps(_method_keys(*p))[1:-1] for p in set(pairs)}  # a few, over every GPU row
+    said = {p: b"," + orjson.dumps(method_keys(*p))[1:-1] for p in set(pairs)}  # a few, over every GPU row
     values[t.method_slot] = list(map(said.__getitem__, pairs))
     out: list[bytes] = [b""] * (2 * len(values) + 1)
     out[0::2] = t.statics
     out[1::2] = values.tolist()
     return b"".join(out)
-
-
-def _json_items(column: np.ndarray) -> Optional[np.ndarray]:
-    """Each number's JSON text as orjson writes it in a dict (object array); None for a non-numeric column."""
-    if column.dtype.kind not in "biuf":
-        return None
-    items = orjson.dumps(column.tolist())[1:-1].split(b",") if len(column) else []
-    out = np.empty(len(items), dtype=object)
-    out[:] = items
-    return out
 
 
 def _dumps(value: Any, path: Path, what: str) -> bytes:
