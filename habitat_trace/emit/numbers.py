@@ -36,8 +36,22 @@ def us_texts(ns: np.ndarray) -> list[bytes]:
 
 
 def _texts(whole: np.ndarray, frac: np.ndarray) -> list[bytes]:
-    """``b"%d.%03d" % (w, f)`` for non-negative int64 arrays (``frac`` < 1000), one group of whole parts with the
-    same number of digits at a time (a trace's timestamps mostly share theirs)."""
+    """``b"%d.%03d" % (w, f)`` for non-negative int64 arrays (``frac`` < 1000)."""
+    text, _ = _matrix(whole, frac)
+    return text.view(f"S{text.shape[1]}").ravel().tolist()  # numpy's bytes drop the trailing NULs
+
+
+def us_matrix(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``us_texts(ns)`` as a NUL-padded byte matrix (a row a value, left-aligned) and each row's length; None where
+    a value is negative (emit.splice writes those from ``us_texts``)."""
+    if len(ns) and ns.min() < 0:
+        return None
+    return _matrix(ns // 1000, ns % 1000)
+
+
+def _matrix(whole: np.ndarray, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The digits of ``b"%d.%03d" % (w, f)`` laid out in a NUL-padded matrix, and each row's length: one group of whole
+    parts with the same number of digits at a time (a trace's timestamps mostly share theirs)."""
     digits = np.maximum(np.searchsorted(POW10, whole, side="right"), 1)  # 10**(d-1) <= w < 10**d
     width = int(digits.max(initial=1)) + 4
     text = np.zeros((len(whole), width), dtype=np.uint8)
@@ -51,7 +65,7 @@ def _texts(whole: np.ndarray, frac: np.ndarray) -> list[bytes]:
         for k, power in enumerate((100, 10, 1), start=1):
             part[:, d + k] = f // power % 10 + ZERO
         text[rows, :d + 4] = part
-    return text.view(f"S{width}").ravel().tolist()  # numpy's bytes drop the trailing NULs
+    return text, digits + 4
 
 
 def us_fragments(ns: np.ndarray) -> list[orjson.Fragment]:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import orjson
 
-from habitat_trace.emit.numbers import us_texts
+from habitat_trace.emit.numbers import us_matrix, us_texts
 from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.pipeline.document import OCCUPANCY_KEYS, Rewrite
 
@@ -68,10 +68,13 @@ def spliced(raw: bytes | memoryview, starts: np.ndarray, ends: np.ndarray, first
     parse[gpu[g_bad]] = True
     keep = ~parse[rows]
     kept = ~parse[gpu[g_row]]
-    at = [ts_at[keep], dur_at[keep & timed], g_at[kept]]
-    end = [ts_end[keep], dur_end[keep & timed], g_end[kept]]
-    texts = (us_texts(r.ts[rows[keep] + first]) + us_texts(r.dur[rows[keep & timed] + first])
-             + list(compress(g_texts, kept.tolist())))
+    raw, n_at, n_end, texts = _overwrite(raw, np.concatenate((ts_at[keep], dur_at[keep & timed])),
+                                         np.concatenate((ts_end[keep], dur_end[keep & timed])),
+                                         np.concatenate((r.ts[rows[keep] + first], r.dur[rows[keep & timed] + first])))
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    at = [n_at, g_at[kept]]
+    end = [n_end, g_end[kept]]
+    texts += list(compress(g_texts, kept.tolist()))
     whole = np.flatnonzero(parse)
     if len(whole):
         events = _loads_some(raw, starts[whole], ends[whole])
@@ -79,6 +82,27 @@ def spliced(raw: bytes | memoryview, starts: np.ndarray, ends: np.ndarray, first
         at.append(starts[whole])
         end.append(ends[whole])
     return _splice(raw, buf, np.concatenate(at), np.concatenate(end), texts)
+
+
+def _overwrite(raw: bytes, at: np.ndarray, end: np.ndarray, ns: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray,
+                                                                                   list[bytes]]:
+    """``raw`` with each time whose new text (``us_texts(ns)``) is as long as the number at ``at`` .. ``end`` written
+    over it in place, vectorized, and the others' (start, end, text) for _splice: most new times keep the length of
+    the old (a µs time with three decimals), and a text written in place needs no bytes object of its own nor one
+    for the bytes before it."""
+    matrix = us_matrix(ns)
+    if matrix is None:  # a negative time
+        return raw, at, end, us_texts(ns)
+    text, length = matrix
+    same = (end - at) == length
+    if same.any():
+        out = np.frombuffer(raw, dtype=np.uint8).copy()
+        cols = np.arange(text.shape[1])
+        fill = cols < length[same, None]
+        out[(at[same, None] + cols)[fill]] = text[same][fill]
+        raw = out.tobytes()
+    rest = text[~same]
+    return raw, at[~same], end[~same], rest.view(f"S{rest.shape[1]}").ravel().tolist()
 
 
 def _gpu_edits(raw: bytes, keys: "_Keys", starts: np.ndarray, ends: np.ndarray, r: Rewrite, lo: int,
