@@ -6,7 +6,9 @@ written to /tmp, never the repo) and runs fresh processes from this one in inter
 shared machine hits both sides of a ratio alike (best of ``--repeat``; each process's peak RSS from ``os.wait4``):
 
 - scale: ``scale BIG --to A100 -o OUT.json`` against an orjson load + dump of BIG (the floor of any tool that
-  rewrites the JSON; the GC on, as a plain script runs it);
+  rewrites the JSON; the GC on, as a plain script runs it); with ``--against DIR``, also the same ``scale`` run from
+  the code in DIR (an export of an earlier commit: ``git archive C | tar -x -C DIR``) in the same rounds, its median
+  and best beside ours and its output compared byte for byte;
 - range: in one child process per round, the target's central replay (prediction, replay, launch-queue rounds:
   ``Run.replay``) against its range (the replays on the host band's fast and slow clocks: ``headline``), and the
   same for the origin's;
@@ -16,12 +18,14 @@ shared machine hits both sides of a ratio alike (best of ``--repeat``; each proc
 - all: ``scale T --to all -o D/`` (52 targets) against ``scale T --to A100 -o D/``, with ``--jobs``.
 
     python benchmarks/perf.py [--suite scale,range,world,dir,all] [--repeat 3] [--copies 70] [--gz] [--jobs 2]
+                              [--against DIR]
 """
 from __future__ import annotations
 
 import argparse
 import gzip
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -83,27 +87,40 @@ def ht(*args: object) -> list[str]:
     return [sys.executable, "-m", "habitat_trace", *map(str, args)]
 
 
-def interleaved(cmds: dict[str, list[str]], repeat: int) -> dict[str, tuple[float, int, str]]:
-    """Best wall time, peak RSS and the last stdout per command; rounds interleave them."""
+def interleaved(cmds: dict[str, list[str]], repeat: int,
+                walls: Optional[dict[str, list[float]]] = None) -> dict[str, tuple[float, int, str]]:
+    """Best wall time, peak RSS and the last stdout per command; rounds interleave them (every wall time in
+    ``walls`` when given)."""
     best: dict[str, tuple[float, int, str]] = {k: (float("inf"), 0, "") for k in cmds}
     for _ in range(repeat):
         for k, argv in cmds.items():
             wall, rss, out = run(argv)
             best[k] = (min(best[k][0], wall), max(best[k][1], rss), out)
+            if walls is not None:
+                walls.setdefault(k, []).append(wall)
     return best
+
+
+def ht_from(code: Path, *args: object) -> list[str]:
+    """``ht(*args)`` run from the package in ``code`` (put first on sys.path), not this checkout's."""
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(code)!r}); sys.argv = ['habitat-trace', "
+            f"*{[str(a) for a in args]!r}]; from habitat_trace.cli import main; main()"]
 
 
 def load_average() -> str:
     return " ".join(f"{v:.1f}" for v in os.getloadavg())
 
 
-def suite_scale(big: Path, tmp: Path, repeat: int, gz: bool) -> None:
+def suite_scale(big: Path, tmp: Path, repeat: int, gz: bool, against: Optional[Path] = None) -> None:
     size = big.stat().st_size
     cmds = {"round trip": [sys.executable, "-c", ROUND_TRIP, str(big), str(tmp / "rt.json")],
             "scale": ht("scale", big, "--to", "A100", "-o", tmp / "out.json")}
     if gz:
         cmds["scale .gz"] = ht("scale", big, "--to", "A100", "-o", tmp / "out.json.gz")
-    best = interleaved(cmds, repeat)
+    if against is not None:
+        cmds["against"] = ht_from(against, "scale", big, "--to", "A100", "-o", tmp / "against.json")
+    walls: dict[str, list[float]] = {}
+    best = interleaved(cmds, repeat, walls)
     (t_rt, rss_rt, _), (t_sc, rss_sc, _) = best["round trip"], best["scale"]
     print(f"scale: file {size / 1e6:.0f} MB; best of {repeat} interleaved rounds; load average {load_average()}")
     print(f"  orjson load+dump   {t_rt:6.2f} s   peak RSS {rss_rt / 1e6:5.0f} MB = {rss_rt / size:.2f}x file")
@@ -112,6 +129,14 @@ def suite_scale(big: Path, tmp: Path, repeat: int, gz: bool) -> None:
     if gz:
         t_gz, rss_gz, _ = best["scale .gz"]
         print(f"  scale -> .json.gz  {t_gz:6.2f} s   ratio {t_gz / t_rt:.2f}   peak RSS {rss_gz / size:.2f}x file")
+    if against is not None:
+        t_ag, rss_ag, _ = best["against"]
+        same = (tmp / "out.json").read_bytes() == (tmp / "against.json").read_bytes()
+        print(f"  scale from {against}: {t_ag:6.2f} s   ratio {t_ag / t_rt:.2f}   peak RSS {rss_ag / size:.2f}x file; "
+              f"output {'byte-identical' if same else 'DIFFERENT'}")
+        for k in ("round trip", "scale", "against"):
+            print(f"  {k:10s} every round: {' '.join(f'{w:.2f}' for w in walls[k])} s, median "
+                  f"{statistics.median(walls[k]):.2f} s")
     h = min(run(ht("--help"))[0] for _ in range(3))
     print(f"  habitat-trace --help {h:.3f} s (bound {HELP_BOUND_S})")
 
@@ -177,6 +202,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--jobs", type=int, default=1, help="scale --jobs for the all suite")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--gz", action="store_true", help="also time a gzip output (.json.gz)")
+    p.add_argument("--against", type=Path, help="scale suite: also time the code in this folder (an earlier commit's "
+                   "export) in the same rounds")
     a = p.parse_args(argv)
     suites = [s.strip() for s in a.suite.split(",") if s.strip()]
     if unknown := set(suites) - set(SUITES):
@@ -187,7 +214,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     with tempfile.TemporaryDirectory(prefix="habitat_perf_") as tmp:
         for s in suites:
             if s == "scale":
-                suite_scale(big, Path(tmp), a.repeat, a.gz)
+                suite_scale(big, Path(tmp), a.repeat, a.gz, a.against)
             elif s == "range":
                 suite_range(big, a.repeat)
             elif s == "world":

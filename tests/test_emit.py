@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import new_violations
 from habitat_trace.timeline.replay import replay
 from habitat_trace.ingest.tables import event_times
-from habitat_trace.emit.writer import us_text
+from habitat_trace.emit.numbers import us_text
 from habitat_trace.errors import OutputError
 from habitat_trace.ingest import load
 from habitat_trace.ingest.reader import read_document

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tests.conftest import new_violations
 from habitat_trace.timeline.replay import cpu_map, replay
 from habitat_trace.timeline.schedule import Breaks
-from habitat_trace.emit.writer import us_fragments, us_text, us_texts
+from habitat_trace.emit.numbers import us_fragments, us_text, us_texts
 from habitat_trace.ingest import columns as col
 from habitat_trace.ingest import load
 from habitat_trace.scale.prediction import FALLBACK, Prediction

@@ -5,11 +5,11 @@ int64 ns inside and written as µs with exactly three decimals (``orjson.Fragmen
 GPU re-reads to the same nanoseconds. Only events whose times changed and GPU events (whose args gain
 ``habitat_origin_dur_us``, ``habitat_method`` and ``habitat_reason``) change: copied where the input's event dicts are
 shared (a small trace's, kept parsed), changed in place where they were parsed for this write alone. The output is
-streamed: the top-level keys, then the events one chunk at a time (re-parsed from the input's bytes), so the whole
-output never sits in memory; the file appears atomically (temp file + rename), its bytes those of ``orjson.dumps`` of
-the whole document. A small document written again (scale --to all) is formatted from a template of its events
-(``_templated``: the same bytes), and ``WriteBehind`` compresses and writes one trace on a thread while the caller
-predicts the next.
+streamed: the top-level keys, then the events one chunk at a time (re-parsed from the input's bytes, or where ingest
+found those bytes orjson's own, edited as bytes: emit.splice), so the whole output never sits in memory; the file
+appears atomically (temp file + rename), its bytes those of ``orjson.dumps`` of the whole document. A small document
+written again (scale --to all) is formatted from a template of its events (``_templated``: the same bytes), and
+``WriteBehind`` compresses and writes one trace on a thread while the caller predicts the next.
 
 Output paths (``write_pieces``): ``-`` is stdout (never gzipped); an existing character device or FIFO
 (``/dev/null``, a named pipe) is opened and written like a shell redirect, never replaced; a block device or
@@ -18,6 +18,7 @@ socket is refused; a symlink is followed: the file it points to is replaced atom
 from __future__ import annotations
 
 import gzip
+import operator
 import os
 import re
 import secrets
@@ -28,13 +29,17 @@ import threading
 import zlib
 from collections import deque
 from dataclasses import dataclass
-from itertools import repeat
+from functools import partial
+from itertools import compress, pairwise, repeat
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 import orjson
 
+from habitat_trace.emit import splice
+from habitat_trace.emit.splice import json_items, method_keys
+from habitat_trace.emit.numbers import us_fragments, us_texts
 from habitat_trace.errors import OutputError, TraceFormatError
 from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.ingest.events import Events, event_chunks, fresh_dicts
@@ -65,56 +70,6 @@ STDOUT = "-"  # -o -: write to stdout
 # The writer's chunks of a large trace: 2 MiB of JSON, ~10 MB while parsed and rewritten (ingest's 8 MiB: 40 MB more
 # at the peak, which is the write's: the tables and replays are alive then), for no measurable time.
 WRITE_CHUNK_BYTES = 1 << 21
-
-
-POW10 = 10 ** np.arange(19, dtype=np.int64)  # 1 .. 10**18: every int64 has at most 19 digits
-ZERO = ord("0")
-
-
-def us_text(ns: int) -> bytes:
-    """Integer ns as µs with exactly three decimals: 4457346609398043 -> b"4457346609398.043"."""
-    q, r = divmod(abs(ns), 1000)
-    return f"{'-' if ns < 0 else ''}{q}.{r:03d}".encode()
-
-
-def us_texts(ns: np.ndarray) -> list[bytes]:
-    """``us_text`` for an int64 array: the hot path of a write (every event's ts and dur). The digits are laid out
-    left-aligned in a NUL-padded byte matrix, which numpy hands back as one bytes object per row without its NULs
-    (measured on 1.12M values, one process: 0.24 s against 0.37 s for a bytes-format per number on issue 34's
-    timestamps, 0.16 s against 0.31 s on durations); int64's minimum, which has no absolute value, goes through the
-    format."""
-    a = np.abs(ns)
-    if len(a) and a.min() < 0:
-        texts = list(map(b"%d.%03d".__mod__, zip((a // 1000).tolist(), (a % 1000).tolist())))
-    else:
-        texts = _texts(a // 1000, a % 1000)
-    for i in np.flatnonzero(ns < 0).tolist():
-        texts[i] = b"-" + texts[i]
-    return texts
-
-
-def _texts(whole: np.ndarray, frac: np.ndarray) -> list[bytes]:
-    """``b"%d.%03d" % (w, f)`` for non-negative int64 arrays (``frac`` < 1000), one group of whole parts with the
-    same number of digits at a time (a trace's timestamps mostly share theirs)."""
-    digits = np.maximum(np.searchsorted(POW10, whole, side="right"), 1)  # 10**(d-1) <= w < 10**d
-    width = int(digits.max(initial=1)) + 4
-    text = np.zeros((len(whole), width), dtype=np.uint8)
-    for d in np.unique(digits).tolist():
-        rows = np.flatnonzero(digits == d) if d != width - 4 or digits.min() != d else slice(None)
-        w, f = whole[rows], frac[rows]
-        part = np.empty((len(w), d + 4), dtype=np.uint8)
-        for j in range(d):
-            part[:, j] = w // int(POW10[d - 1 - j]) % 10 + ZERO
-        part[:, d] = ord(".")
-        for k, power in enumerate((100, 10, 1), start=1):
-            part[:, d + k] = f // power % 10 + ZERO
-        text[rows, :d + 4] = part
-    return text.view(f"S{width}").ravel().tolist()  # numpy's bytes drop the trailing NULs
-
-
-def us_fragments(ns: np.ndarray) -> list[orjson.Fragment]:
-    """``us_text`` for an int64 array, as orjson Fragments."""
-    return list(map(orjson.Fragment, us_texts(ns)))
 
 
 def is_stdout(out: Path) -> bool:
@@ -154,22 +109,37 @@ def check_output(out: Path, inputs: tuple[Path, ...]) -> None:
         raise OutputError(f"{parent}: output directory is not writable; fix its permissions or choose another -o")
 
 
-def apply(rewrite: Rewrite, events: list[Any], first: int, copy: bool = True) -> list[Any]:
+def apply(rewrite: Rewrite, events: list[Any], first: int, copy: bool = True,
+          index: Optional[np.ndarray] = None) -> list[Any]:
     """Events ``first`` .. ``first + len(events) - 1`` as written (``events`` is the caller's own list; with ``copy``
-    the dicts in it are copied before they change, never mutated; without, they are the caller's to change)."""
-    _retime(rewrite, events, first, copy)
-    _annotate(rewrite, events, first, copy)
+    the dicts in it are copied before they change, never mutated; without, they are the caller's to change).
+    ``index``: the events are those event indices instead (ascending; emit.splice's parse path)."""
+    _retime(rewrite, events, *_among(rewrite.rows, first, len(events), index), copy)
+    _annotate(rewrite, events, first, copy, index)
     return events
 
 
-def _retime(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
-    lo, hi = np.searchsorted(r.rows, [first, first + len(events)])
-    rows = r.rows[lo:hi]
+def _among(keys: np.ndarray, first: int, n: int, index: Optional[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The ``keys`` (ascending event indices) among the events ``first`` .. ``first + n - 1`` (or ``index``), and
+    their positions in the events' list."""
+    if index is None:
+        lo, hi = np.searchsorted(keys, [first, first + n])
+        return keys[lo:hi], keys[lo:hi] - first
+    if not len(index):
+        return keys[:0], keys[:0]
+    lo, hi = np.searchsorted(keys, [index[0], index[-1] + 1])
+    pos = np.searchsorted(index, keys[lo:hi])
+    hit = index[np.minimum(pos, len(index) - 1)] == keys[lo:hi]
+    return keys[lo:hi][hit], pos[hit]
+
+
+def _retime(r: Rewrite, events: list[Any], rows: np.ndarray, at: np.ndarray, copy: bool) -> None:
+    """New times for events ``rows``, which lie at ``at`` in ``events``."""
     ts_f = us_fragments(r.ts[rows])
     dur = r.dur[rows]
     has_dur = dur != NO_TIME
     if not copy:  # the caller's own dicts, changed in place: one C-level pass per key (the same keys, in order)
-        mine = take(events, (rows - first).tolist())
+        mine = take(events, at.tolist())
         deque(map(dict.__setitem__, mine, repeat("ts"), ts_f), maxlen=0)
         deque(map(dict.__setitem__, take(mine, np.flatnonzero(has_dur).tolist()), repeat("dur"),
                   us_fragments(dur[has_dur])), maxlen=0)
@@ -177,7 +147,7 @@ def _retime(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
     dur_f: list[Any] = [None] * len(rows)
     for j, frag in zip(np.flatnonzero(has_dur).tolist(), us_fragments(dur[has_dur])):
         dur_f[j] = frag
-    for i, t, d in zip((rows - first).tolist(), ts_f, dur_f):
+    for i, t, d in zip(at.tolist(), ts_f, dur_f):
         e = dict(events[i]) if copy else events[i]
         e["ts"] = t
         if d is not None:
@@ -185,36 +155,45 @@ def _retime(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
         events[i] = e
 
 
-def _annotate(r: Rewrite, events: list[Any], first: int, copy: bool) -> None:
+def _annotate(r: Rewrite, events: list[Any], first: int, copy: bool, index: Optional[np.ndarray]) -> None:
     """The GPU events' args: the origin's duration, the method and reason, the target's occupancy statistics (the
     events themselves are _retime's: copied there when ``copy``)."""
-    lo, hi = np.searchsorted(r.gpu_ev, [first, first + len(events)])
-    for i, args in _gpu_args(r, lo, hi, lambda i: events[i - first].get("args"), copy):
-        events[i - first]["args"] = args
+    rows: slice | np.ndarray
+    if index is None:
+        lo, hi = np.searchsorted(r.gpu_ev, [first, first + len(events)])
+        rows, at = slice(lo, hi), r.gpu_ev[lo:hi] - first
+    else:
+        gpu, at = _among(r.gpu_ev, first, len(events), index)
+        rows = np.searchsorted(r.gpu_ev, gpu)
+    mine = take(events, at.tolist())
+    written = _gpu_args(r, rows, list(map(dict.get, mine, repeat("args"))), copy)
+    deque(map(dict.__setitem__, mine, repeat("args"), written), maxlen=0)
 
 
-def _gpu_args(r: Rewrite, lo: int, hi: int, args_of: Any, copy: bool) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(event index, args as written) of GPU rows ``lo`` .. ``hi - 1``; ``args_of(event index)``: its args as read
-    (copied before they change when ``copy``)."""
-    occ = [a[lo:hi].tolist() for a in r.occupancy] if r.occupancy is not None else None
-    for j, (i, od, m, why) in enumerate(zip(r.gpu_ev[lo:hi].tolist(), us_fragments(r.old_dur[lo:hi]),
-                                            r.method[lo:hi].tolist(), r.reason[lo:hi].tolist())):
-        a = args_of(i)
-        args = (dict(a) if copy else a) if isinstance(a, dict) else {}
-        if occ is not None and occ[3][j]:
-            for key, values in zip(OCCUPANCY_KEYS, occ):
-                if key in args:
-                    args[key] = values[j]
-        args["habitat_origin_dur_us"] = od
-        args.update(_method_keys(m, why))
-        if not why:  # the input may be a trace we wrote: its reason is not this prediction's
-            args.pop("habitat_reason", None)
-        yield i, args
-
-
-def _method_keys(method: Any, why: Any) -> dict[str, str]:
-    """The last keys of a GPU event's args: the prediction method, and its reason where there is one."""
-    return {"habitat_method": str(method), **({"habitat_reason": str(why)} if why else {})}
+def _gpu_args(r: Rewrite, rows: slice | np.ndarray, read: list[Any], copy: bool) -> list[dict[str, Any]]:
+    """The args as written of GPU ``rows``; ``read``: their args as read (copied before they change when ``copy``).
+    Each change is one C-level pass over the rows (a Python loop per row took 7 us a row: 0.8 s on issue 34's 118k
+    kernels), in the order a row's keys were set one row at a time."""
+    if set(map(type, read)) <= {dict}:
+        args = list(map(dict, read)) if copy else read
+    else:
+        args = [(dict(a) if copy else a) if isinstance(a, dict) else {} for a in read]
+    if r.occupancy is not None:
+        changed = np.flatnonzero(np.asarray(r.occupancy[3], dtype=bool)[rows]).tolist()
+        some = take(args, changed)
+        for key, values in zip(OCCUPANCY_KEYS, r.occupancy):  # the keys the row has
+            has = list(compress(range(len(some)), map(dict.__contains__, some, repeat(key))))
+            deque(map(dict.__setitem__, take(some, has), repeat(key), take(take(values[rows].tolist(), changed), has)),
+                  maxlen=0)
+    deque(map(dict.__setitem__, args, repeat("habitat_origin_dur_us"), us_fragments(r.old_dur[rows])), maxlen=0)
+    reasons = r.reason[rows].tolist()
+    pairs = list(zip(r.method[rows].tolist(), reasons))
+    said = {p: method_keys(*p) for p in set(pairs)}  # a few, over every GPU row
+    deque(map(dict.update, args, map(said.__getitem__, pairs)), maxlen=0)
+    # the input may be a trace we wrote: its reason is not this prediction's
+    nowhy = list(compress(range(len(args)), map(operator.not_, reasons)))
+    deque(map(dict.pop, take(args, nowhy), repeat("habitat_reason"), repeat(None)), maxlen=0)
+    return args
 
 
 def pieces(document: TargetDocument) -> Iterator[bytes | memoryview]:
@@ -231,23 +210,72 @@ def pieces(document: TargetDocument) -> Iterator[bytes | memoryview]:
         yield b"]" + tail
         return
     sep = b""
-    copy = not fresh_dicts(document.events)  # a large trace's chunks are parsed for this write alone
-    for first, events in event_chunks(document.events, WRITE_CHUNK_BYTES):
-        dumped = _dumps(apply(document.rewrite, events, first, copy), document.source,
-                        f"events #{first}-#{first + len(events) - 1}")
-        del events
-        if len(dumped) > 2:
+    for part in _event_parts(document):
+        if part:
             yield sep
-            yield memoryview(dumped)[1:-1]  # the chunk without its list's brackets
+            yield part
             sep = b","
     yield b"]" + tail
+
+
+def _event_parts(document: TargetDocument) -> Iterator[bytes | memoryview]:
+    """The written events' JSON without the array's brackets, a chunk at a time: spliced from their bytes where
+    ingest found them orjson's own (emit.splice), else parsed again, rewritten and dumped."""
+    events, r = document.events, document.rewrite
+    spans = _spans(events)
+    if spans is None:
+        copy = not fresh_dicts(events)  # a large trace's chunks are parsed for this write alone
+        for first, chunk in event_chunks(events, WRITE_CHUNK_BYTES):
+            dumped = _dumps(apply(r, chunk, first, copy), document.source, f"events #{first}-#{first + len(chunk) - 1}")
+            del chunk
+            yield memoryview(dumped)[1:-1]  # the chunk without its list's brackets
+        return
+    assert isinstance(events, Events)  # _spans' promise
+    some = partial(_rewrite_some, r, document.source)
+    for lo, hi, canonical in spans:
+        for a, b in pairwise(events.bounds(WRITE_CHUNK_BYTES, lo, hi)):
+            if canonical:
+                yield splice.spliced(*events.span_bytes(a, b), a, r, some)
+                continue
+            dumped = _dumps(apply(r, events.parse(a, b), a, copy=False), document.source, f"events #{a}-#{b - 1}")
+            yield memoryview(dumped)[1:-1]
+
+
+def _spans(events: Sequence[Any]) -> Optional[list[tuple[int, int, bool]]]:
+    """(lo, hi, whether orjson's own bytes) covering a large trace's events, from ingest's check
+    (Events.canonical); None for a list, a kept document, or where no check ran."""
+    if not isinstance(events, Events) or events.shares_dicts or events.canonical is None:
+        return None
+    out: list[tuple[int, int, bool]] = []
+    at = 0
+    for lo, hi in events.canonical:
+        if lo > at:
+            out.append((at, lo, False))
+        if out and out[-1][2] and out[-1][1] == lo:
+            lo = out.pop()[0]  # one span across ingest's chunks
+        out.append((lo, hi, True))
+        at = hi
+    if at < len(events):
+        out.append((at, len(events), False))
+    return out
+
+
+def _rewrite_some(r: Rewrite, source: Path, events: list[Any], index: np.ndarray) -> list[bytes]:
+    """emit.splice's parse path: events ``index`` (parsed for this write) rewritten and dumped one by one."""
+    apply(r, events, 0, copy=False, index=index)
+    try:
+        return list(map(orjson.dumps, events))
+    except TypeError:
+        for i, e in zip(index.tolist(), events):
+            _dumps(e, source, f"event #{i}")
+        raise
 
 
 # --- a kept document written again (scale --to all: one trace, 52 targets) ---------------------------------------
 # From its second write on, a document whose events are kept parsed (ingest.events.KEEP_PARSED_BYTES) is written
 # from a template made once: its events dumped with a marker (_MARK: kind, event index) where _retime and _annotate
 # put their values (each time; each GPU event's occupancy keys it has, and after habitat_origin_dur_us, the origin's
-# and the same for every target, the keys _method_keys adds last),
+# and the same for every target, the keys method_keys adds last),
 # split into the static JSON between the markers. A write formats the values and joins them with the static pieces:
 # the same bytes as dumping the rewritten events (tests/test_emit_template.py: every catalog target of real traces),
 # without copying and dumping every event per target. The template is made for one set of GPU rows and origin
@@ -265,7 +293,7 @@ class _Template:
     ts_slot: np.ndarray  # per event: the slot of its "ts", -1 without one
     dur_slot: np.ndarray  # the same for "dur"
     occ_slots: tuple[tuple[np.ndarray, np.ndarray], ...]  # per occupancy key: (slots, their GPU rows)
-    method_slot: np.ndarray  # per GPU row: the slot of the keys after habitat_origin_dur_us (_method_keys)
+    method_slot: np.ndarray  # per GPU row: the slot of the keys after habitat_origin_dur_us (splice.method_keys)
     gpu_ev: np.ndarray  # the GPU rows' event indices it was made for
     old_dur: np.ndarray  # and their origin durations
 
@@ -312,7 +340,7 @@ def _make_template(events: list[Any], gpu_ev: np.ndarray, old_dur: np.ndarray) -
             for key, mark in zip(OCCUPANCY_KEYS, _OCC_MARKS):
                 if key in args:
                     args[key] = orjson.Fragment(b"\x00%s%d\x00" % (mark, i))
-            # the slot after the origin's duration holds the keys _method_keys adds after it
+            # the slot after the origin's duration holds the keys method_keys adds after it
             args["habitat_origin_dur_us"] = orjson.Fragment(od[i] + b"\x00M%d\x00" % i)
             m["args"] = args
         marked.append(m)
@@ -354,29 +382,19 @@ def _fill(t: _Template, r: Rewrite) -> Optional[bytes]:
     if r.occupancy is not None:
         changed = np.asarray(r.occupancy[3], dtype=bool)
         for (at, j), column in zip(t.occ_slots, r.occupancy):
-            new = _json_items(column[j])
+            new = json_items(column[j])
             if new is None:
                 return None
             keep = ~changed[j]
             new[keep] = values[at][keep]
             values[at] = new
     pairs = list(zip(r.method.tolist(), r.reason.tolist()))
-    said = {p: b"," + orjson.dumps(_method_keys(*p))[1:-1] for p in set(pairs)}  # a few, over every GPU row
+    said = {p: b"," + orjson.dumps(method_keys(*p))[1:-1] for p in set(pairs)}  # a few, over every GPU row
     values[t.method_slot] = list(map(said.__getitem__, pairs))
     out: list[bytes] = [b""] * (2 * len(values) + 1)
     out[0::2] = t.statics
     out[1::2] = values.tolist()
     return b"".join(out)
-
-
-def _json_items(column: np.ndarray) -> Optional[np.ndarray]:
-    """Each number's JSON text as orjson writes it in a dict (object array); None for a non-numeric column."""
-    if column.dtype.kind not in "biuf":
-        return None
-    items = orjson.dumps(column.tolist())[1:-1].split(b",") if len(column) else []
-    out = np.empty(len(items), dtype=object)
-    out[:] = items
-    return out
 
 
 def _dumps(value: Any, path: Path, what: str) -> bytes:

@@ -7,8 +7,9 @@ caller parses the whole document instead, which raises the right error. The scan
 structure it needs: callers parse every byte with orjson afterwards (the elements in chunks, the rest
 with the array emptied), so malformed JSON is still refused there.
 
-Vectorized over blocks of ``block`` bytes: byte comparisons find quotes, brackets and commas (faster
-than a 256-entry lookup table, measured); a quote after an odd run of backslashes is escaped; brackets
+Vectorized over blocks of ``block`` bytes: one ``bytes.translate`` finds quotes, brackets and commas (a C
+table lookup per byte: 36 ms per 16 MiB with the nonzero, against 62 ms for four numpy comparisons and 79 ms
+for a numpy lookup table, measured 2026-11-27); a quote after an odd run of backslashes is escaped; brackets
 and commas inside strings are masked by the parity of the unescaped quotes before them; nesting depth is
 the cumulative sum of +1 (``{[``) and -1 (``}]``). Only quote parity and depth carry from one block to the
 next (escape runs are looked up in the whole buffer), so the masks never cost more than a block.
@@ -28,6 +29,8 @@ SPACE = re.compile(rb"[ \t\n\r]*")  # JSON's whitespace
 QUOTE, COMMA, BACKSLASH = ord('"'), ord(","), ord("\\")
 OPENER, CLOSER = ord("{"), ord("}")  # OR 0x20 maps '[' onto '{' and ']' onto '}'
 CASE = 0x20
+# 1 for each byte the scan reads, 0 for the others: a translated block is a valid numpy bool array
+READS = bytes(int(b in b'",[]{}') for b in range(256))
 KEY_TOKEN = re.compile(rb'[ \t\n\r]*("(?:[^"\\]|\\.)*")[ \t\n\r]*:', re.DOTALL)  # a member's key and its colon
 
 
@@ -65,7 +68,7 @@ def scan(raw: bytes, block: int = BLOCK_BYTES) -> Layout | None:
     if first not in (b"{", b"["):
         return None
     depth = 2 if first == b"{" else 1  # depth of the events' separators: inside the array
-    marks = _marks(buf, depth, block)
+    marks = _marks(raw, buf, depth, block)
     if marks is None:
         return None
     span = _array_span(raw, marks) if depth == 2 else _bare_span(raw, marks)
@@ -100,29 +103,28 @@ def escaped_quotes(buf: np.ndarray, a: int, b: int) -> np.ndarray:
     return quotes[run % 2 == 1]
 
 
-def _block(buf: np.ndarray, a: int, b: int, parity: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Offsets and bytes of the brackets and commas outside strings in buf[a:b], and the quote parity
-    after it (``parity``: 1 when buf[a] is inside a string)."""
-    seg = buf[a:b]
-    folded = seg | CASE
-    pos = np.flatnonzero((seg == QUOTE) | (seg == COMMA) | (folded == OPENER) | (folded == CLOSER))
-    char = seg[pos] | CASE  # '"' and ',' have the bit set already
+def _block(raw: bytes, buf: np.ndarray, a: int, b: int, parity: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Offsets and bytes of the brackets and commas outside strings in raw[a:b] (``buf``: raw as an array), and
+    the quote parity after it (``parity``: 1 when raw[a] is inside a string)."""
+    pos = np.flatnonzero(np.frombuffer(raw[a:b].translate(READS), dtype=bool))
     pos += a
+    char = buf[pos] | CASE  # '"' and ',' have the bit set already
     real = char == QUOTE | CASE
     is_quote = real.copy()
     real[np.searchsorted(pos, escaped_quotes(buf, a, b))] = False
-    quotes_before = np.cumsum(real, dtype=np.int32)  # at a bracket or comma: the unescaped quotes before it
+    # at a bracket or comma: the unescaped quotes before it, modulo 256 (only the parity is read: int8 is 1.4x faster)
+    quotes_before = np.cumsum(real, dtype=np.int8)
     outside = ((quotes_before & 1) == parity) & ~is_quote
     parity = (parity + int(quotes_before[-1])) & 1 if len(quotes_before) else parity
     return pos[outside], char[outside], parity
 
 
-def _marks(buf: np.ndarray, depth: int, block: int) -> _Marks | None:
+def _marks(raw: bytes, buf: np.ndarray, depth: int, block: int) -> _Marks | None:
     parity, level = 0, 0
     tops: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     commas: list[np.ndarray] = []
     for a in range(0, len(buf), block):
-        pos, char, parity = _block(buf, a, a + block, parity)
+        pos, char, parity = _block(raw, buf, a, a + block, parity)
         delta = (char == OPENER).view(np.int8) - (char == CLOSER).view(np.int8)
         after = np.cumsum(delta, dtype=np.int32) + level
         if len(after):

@@ -1,0 +1,73 @@
+"""Times as Kineto writes them: int64 ns as µs text with exactly three decimals, one value or a column at a time.
+
+Contract: ``us_text(ns)`` and ``us_texts(ns)`` give the same bytes for every int64 (a trace scaled to its own GPU
+re-reads to the same nanoseconds); ``us_fragments`` wraps them for orjson. Shared by the writer's plain, templated
+and spliced paths (emit.writer, emit.splice).
+"""
+from __future__ import annotations
+
+import numpy as np
+import orjson
+
+POW10 = 10 ** np.arange(19, dtype=np.int64)  # 1 .. 10**18: every int64 has at most 19 digits
+ZERO = ord("0")
+
+
+def us_text(ns: int) -> bytes:
+    """Integer ns as µs with exactly three decimals: 4457346609398043 -> b"4457346609398.043"."""
+    q, r = divmod(abs(ns), 1000)
+    return f"{'-' if ns < 0 else ''}{q}.{r:03d}".encode()
+
+
+def us_texts(ns: np.ndarray) -> list[bytes]:
+    """``us_text`` for an int64 array: the hot path of a write (every event's ts and dur). The digits are laid out
+    left-aligned in a NUL-padded byte matrix, which numpy hands back as one bytes object per row without its NULs
+    (measured on 1.12M values, one process: 0.24 s against 0.37 s for a bytes-format per number on issue 34's
+    timestamps, 0.16 s against 0.31 s on durations); int64's minimum, which has no absolute value, goes through the
+    format."""
+    a = np.abs(ns)
+    if len(a) and a.min() < 0:
+        texts = list(map(b"%d.%03d".__mod__, zip((a // 1000).tolist(), (a % 1000).tolist())))
+    else:
+        texts = _texts(a // 1000, a % 1000)
+    for i in np.flatnonzero(ns < 0).tolist():
+        texts[i] = b"-" + texts[i]
+    return texts
+
+
+def _texts(whole: np.ndarray, frac: np.ndarray) -> list[bytes]:
+    """``b"%d.%03d" % (w, f)`` for non-negative int64 arrays (``frac`` < 1000)."""
+    text, _ = _matrix(whole, frac)
+    return text.view(f"S{text.shape[1]}").ravel().tolist()  # numpy's bytes drop the trailing NULs
+
+
+def us_matrix(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``us_texts(ns)`` as a NUL-padded byte matrix (a row a value, left-aligned) and each row's length; None where
+    a value is negative (emit.splice writes those from ``us_texts``)."""
+    if len(ns) and ns.min() < 0:
+        return None
+    return _matrix(ns // 1000, ns % 1000)
+
+
+def _matrix(whole: np.ndarray, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The digits of ``b"%d.%03d" % (w, f)`` laid out in a NUL-padded matrix, and each row's length: one group of whole
+    parts with the same number of digits at a time (a trace's timestamps mostly share theirs)."""
+    digits = np.maximum(np.searchsorted(POW10, whole, side="right"), 1)  # 10**(d-1) <= w < 10**d
+    width = int(digits.max(initial=1)) + 4
+    text = np.zeros((len(whole), width), dtype=np.uint8)
+    for d in np.unique(digits).tolist():
+        rows = np.flatnonzero(digits == d) if d != width - 4 or digits.min() != d else slice(None)
+        w, f = whole[rows], frac[rows]
+        part = np.empty((len(w), d + 4), dtype=np.uint8)
+        for j in range(d):
+            part[:, j] = w // int(POW10[d - 1 - j]) % 10 + ZERO
+        part[:, d] = ord(".")
+        for k, power in enumerate((100, 10, 1), start=1):
+            part[:, d + k] = f // power % 10 + ZERO
+        text[rows, :d + 4] = part
+    return text, digits + 4
+
+
+def us_fragments(ns: np.ndarray) -> list[orjson.Fragment]:
+    """``us_text`` for an int64 array, as orjson Fragments."""
+    return list(map(orjson.Fragment, us_texts(ns)))
