@@ -122,13 +122,20 @@ def test_more_bandwidth_sms_or_clock_is_never_slower(ks, origin, target, field, 
 FASTER_THAN_ITS_FLOPS = [{"op": 0, "blocks": 0, "threads": 0, "regs": 0, "smem": 0, "dur": 10475, "cat": S.CAT_KERNEL}]
 
 
+# what the CI profile found on 2026-11-27: a lone 6 ns kernel comes back 7 ns, each leg rounding to whole ns (the same
+# on every commit of the day): the total's 10% holds above that rounding, 1 ns a kernel
+SIX_NS = [{"op": 0, "blocks": 0, "threads": 0, "regs": 0, "smem": 0, "dur": 6, "cat": S.CAT_KERNEL}]
+
+
 @settings(max_examples=40)
 @given(kernels)
 @example(FASTER_THAN_ITS_FLOPS)
+@example(SIX_NS)
 @pytest.mark.slow
 def test_bandwidth_only_round_trip_is_close(ks: list[dict]) -> None:
     """A->B->A where only DRAM bandwidth differs: each leg uses the leg's own γ, so the trip is not
-    exactly invertible, but it must come back within 25% per kernel and 10% in total."""
+    exactly invertible, but it must come back within 25% per kernel (above 1 µs) and 10% in total, beyond the
+    1 ns a kernel that rounding to whole ns can add."""
     trace = _trace(ks)
     h200 = CATALOG.resolve("H200")
     there = predict(trace, H100, h200)
@@ -136,4 +143,4 @@ def test_bandwidth_only_round_trip_is_close(ks: list[dict]) -> None:
     orig = trace.gpu[S.DUR].to_numpy()
     big = orig > 1000
     assert (np.abs(back.dur_ns[big] / orig[big] - 1) < 0.25).all()
-    assert abs(back.dur_ns.sum() / orig.sum() - 1) < 0.10
+    assert abs(int(back.dur_ns.sum()) - int(orig.sum())) < 0.10 * orig.sum() + len(orig)
