@@ -11,6 +11,7 @@ import pytest
 from habitat_trace.analysis.compare import gpu_table, ranks_table
 from habitat_trace.ingest.trace import load
 from habitat_trace.pipeline import Options, Run
+from habitat_trace.pipeline import fanout
 from habitat_trace.pipeline.fanout import LocalPool, fan_out
 from habitat_trace.scale.specs import load_catalog
 from tests.dist_helpers import replicate_ranks
@@ -49,6 +50,28 @@ def test_fanned_joint_replay_equals_run_replay(tmp_path: Path) -> None:
         pd.testing.assert_frame_equal(figures.collectives, replay.collectives, check_exact=True)
         assert [r.headline for r in figures.ranks] == [r.headline for r in replay.ranks]
         assert figures.warnings == replay.warnings
+
+
+@pytest.mark.parametrize("cache_bytes,loads", [(fanout.RANK_CACHE_BYTES, 1), (0, 2)], ids=["kept", "bounded"])
+def test_a_small_run_here_ingests_each_rank_once(cache_bytes: int, loads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In this process (--jobs 1) a run whose ranks fit RANK_CACHE_BYTES keeps them for every map; above it, each map
+    ingests its rank again (one rank's tables at a time). Same figures either way."""
+    import habitat_trace.ingest.trace as trace_module
+
+    calls: list[Path] = []
+
+    def counting(path: Path, *args: object, **kwargs: object) -> object:
+        calls.append(Path(path))
+        return load(path, *args, **kwargs)  # type: ignore[arg-type]
+    monkeypatch.setattr(trace_module, "load", counting)
+    monkeypatch.setattr(fanout, "RANK_CACHE_BYTES", cache_bytes)
+    options = Options(CATALOG)
+    a100 = CATALOG.resolve("A100")
+    fanned = fan_out(DDP, options, [a100], LocalPool(1))
+    assert sorted(calls) == sorted(DDP * loads)
+    run = Run([load(f) for f in DDP], options)
+    for figures, replay in zip(fanned.figures, [run.baseline(), run.replay(a100)]):
+        assert [r.headline for r in figures.ranks] == [r.headline for r in replay.ranks]
 
 
 RECIPE_START = "<!-- recipe: tests/test_fanout.py runs these lines on a local cluster -->"

@@ -1,5 +1,7 @@
 """A run of several ranks, no process holding more than one rank's tables: map -> reduce -> map over the ranks, in
 this process, in N local processes (``--jobs N``) or on a Dask cluster (``--dask ADDRESS``), one code for all three.
+(One exception: a run in this process whose ranks' summed ingest peaks fit RANK_CACHE_BYTES keeps each rank's tables
+from the first map to the last, instead of ingesting it again for each.)
 
 1. map (``_summarize``): per rank, ingest, predict on every target and reduce the rank to its summary for the joint
    replay (timeline/summary.py) on each host clock it is replayed on: the central one and the band's fast and slow
@@ -40,6 +42,10 @@ log = logging.getLogger(__name__)
 
 CLOCKS = ("central", "fast", "slow")  # the host clocks a rank is replayed on: Rank.clock, Rank.band's two ends
 MEMORY_RESOURCE = "MEMORY"  # the Dask worker resource a task's memory is declared in (bytes)
+# A run in this process (--jobs 1) whose ranks' summed ingest peak estimates (PEAK_PER_BYTE x JSON) fit this many bytes
+# ingests each rank once for every map: re-ingesting took 2.3 of 4.9 s of a 4-rank compare (perf.py's dir suite,
+# 2026-11-27); the held tables are ~1/3 of a peak, so such a run holds at most ~0.7 GiB of them
+RANK_CACHE_BYTES = 2 * 1024 ** 3
 # what the second map does with a rank's replays (the origin's first, then each target's; the targets): the rows it
 # returns come back in Fanned.rows (scale: commands/batch.py writes the traces)
 Writer = Callable[[list[RankReplay], Sequence[Optional[GpuSpec]]], list[dict[str, Any]]]
@@ -236,11 +242,17 @@ class RankRound:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _rank(path: Path, options: Options) -> Any:
+def _rank(path: Path, options: Options, cache: Optional[dict[Path, Any]] = None) -> Any:
+    """The rank at ``path``, ingested, or the one ``cache`` (fan_out's, in this process) kept from an earlier map."""
     from habitat_trace.ingest.trace import load
     from habitat_trace.pipeline.run import Rank
 
-    return Rank(load(path), options)
+    if cache is not None and path in cache:
+        return cache[path]
+    rank = Rank(load(path), options)
+    if cache is not None:
+        cache[path] = rank
+    return rank
 
 
 def _band(rank: Any, ranks: int) -> Any:
@@ -270,12 +282,12 @@ def _predictions(rank: Any, targets: Sequence[Optional[GpuSpec]]) -> list[Any]:
 
 
 def _summarize(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...], ranks: int,
-               keep: Optional[Callable[[Any], Any]]) -> RankMap:
+               keep: Optional[Callable[[Any], Any]], cache: Optional[dict[Path, Any]] = None) -> RankMap:
     """The first map (module doc)."""
     from habitat_trace.pipeline.figures import disturbed_steps
     from habitat_trace.timeline.summary import prepare, summarize
 
-    r = _rank(path, options)
+    r = _rank(path, options, cache)
     preds = _predictions(r, targets)
     prepared = prepare(r.tables)
     summaries = []
@@ -294,8 +306,8 @@ def _summarize(path: Path, options: Options, targets: tuple[Optional[GpuSpec], .
 
 
 def _finish(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...], ranks: int,
-            combos: dict[tuple[int, int], Combo], write: Optional[Writer], disturbed: frozenset[int] = frozenset()
-            ) -> RankRound:
+            combos: dict[tuple[int, int], Combo], write: Optional[Writer], disturbed: frozenset[int] = frozenset(),
+            cache: Optional[dict[Path, Any]] = None) -> RankRound:
     """The second map (module doc): the rank's replays on the settled durations, its figures per target and, with
     ``write``, what it returns of them once no launch-queue round follows (scale: its traces written); the figures
     read the steps no rank's host was ``disturbed`` in (figures.joint_steps)."""
@@ -304,7 +316,7 @@ def _finish(path: Path, options: Options, targets: tuple[Optional[GpuSpec], ...]
     from habitat_trace.timeline.replay import replay
     from habitat_trace.timeline.summary import summarize
 
-    r = _rank(path, options)
+    r = _rank(path, options, cache)
     preds = _predictions(r, targets)
     clocks = _clocks(r, ranks)
     keep = joint_steps(r.tables, disturbed) if disturbed else None
@@ -371,8 +383,12 @@ def fan_out(files: Sequence[Path], options: Options, targets: Sequence[GpuSpec],
     files = [Path(f) for f in files]
     every: tuple[Optional[GpuSpec], ...] = (None, *targets)
     memory = [int(PEAK_PER_BYTE * uncompressed_size(f)) for f in files]
+    # tasks run here unpickled (LocalPool, one job): the maps can share the ranks they ingest (RANK_CACHE_BYTES)
+    cache: Optional[dict[Path, Any]] = {} if isinstance(pool, LocalPool) and pool.jobs == 1 and \
+        sum(memory) <= RANK_CACHE_BYTES else None
     progress(f"summarizing {len(files)} ranks for the joint replay")
-    maps: list[RankMap] = pool.map(_summarize, [(f, options, every, len(files), keep) for f in files], memory)
+    maps: list[RankMap] = pool.map(_summarize, [(f, options, every, len(files), keep, cache) for f in files],
+                                   memory)
     combos = [(ti, ci) for ti in range(len(every)) for ci in range(len(CLOCKS))]
     summaries = {k: [m.summaries[k[0]][k[1]] for m in maps] for k in combos}
     history: dict[tuple[int, int], list[tuple[tuple[np.ndarray, np.ndarray], ...]]] = \
@@ -384,7 +400,7 @@ def fan_out(files: Sequence[Path], options: Options, targets: Sequence[GpuSpec],
                                                                          if rounds else ""))
         plans = [{k: Combo(*_mine(settled[k], r), history[k][r], rounds < MAX_QUEUE_ROUNDS) for k in combos}
                  for r in range(len(files))]
-        done: list[RankRound] = pool.map(_finish, [(f, options, every, len(files), p, write, disturbed)
+        done: list[RankRound] = pool.map(_finish, [(f, options, every, len(files), p, write, disturbed, cache)
                                                    for f, p in zip(files, plans)], memory)
         again = {k for d in done for k in d.delays}
         if not again:
