@@ -19,7 +19,7 @@ is the event's only one, and a number runs until the first byte that no JSON num
 from __future__ import annotations
 
 from itertools import compress, repeat
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 import orjson
@@ -141,8 +141,7 @@ def _gpu_edits(raw: bytes, keys: "_Keys", starts: np.ndarray, ends: np.ndarray, 
             end.append(v_end[~lost])
             texts += [] if new is None else new[~lost].tolist()
     good = np.flatnonzero(~bad)
-    said = {p: b"," + orjson.dumps(method_keys(*p))[1:-1] for p in set(zip(r.method[lo:hi].tolist(),
-                                                                             r.reason[lo:hi].tolist()))}
+    said = method_texts(zip(r.method[lo:hi].tolist(), r.reason[lo:hi].tolist()))
     pairs = zip(r.method[lo:hi][good].tolist(), r.reason[lo:hi][good].tolist())
     lead = np.where(colon[good] + 2 == close[good], b"", b",").tolist()  # an empty args takes no comma
     texts += list(map(b"".join, zip(lead, repeat(ORIGIN_KEY), us_texts(r.old_dur[lo:hi][good]),
@@ -156,6 +155,12 @@ def _gpu_edits(raw: bytes, keys: "_Keys", starts: np.ndarray, ends: np.ndarray, 
 def method_keys(method: Any, why: Any) -> dict[str, str]:
     """The last keys of a GPU event's args: the prediction method, and its reason where there is one."""
     return {"habitat_method": str(method), **({"habitat_reason": str(why)} if why else {})}
+
+
+def method_texts(pairs: Iterable[tuple[Any, Any]]) -> dict[tuple[Any, Any], bytes]:
+    """Per distinct (method, reason): its ``method_keys`` as the JSON that follows habitat_origin_dur_us in the args
+    (a comma, then the keys without the object's braces); a few, over every GPU row."""
+    return {p: b"," + orjson.dumps(method_keys(*p))[1:-1] for p in set(pairs)}
 
 
 def json_items(column: np.ndarray) -> Optional[np.ndarray]:

@@ -38,7 +38,7 @@ import numpy as np
 import orjson
 
 from habitat_trace.emit import splice
-from habitat_trace.emit.splice import json_items, method_keys
+from habitat_trace.emit.splice import json_items, method_keys, method_texts
 from habitat_trace.emit.numbers import us_fragments, us_texts
 from habitat_trace.errors import OutputError, TraceFormatError
 from habitat_trace.ingest.columns import NO_TIME
@@ -389,7 +389,7 @@ def _fill(t: _Template, r: Rewrite) -> Optional[bytes]:
             new[keep] = values[at][keep]
             values[at] = new
     pairs = list(zip(r.method.tolist(), r.reason.tolist()))
-    said = {p: b"," + orjson.dumps(method_keys(*p))[1:-1] for p in set(pairs)}  # a few, over every GPU row
+    said = method_texts(pairs)
     values[t.method_slot] = list(map(said.__getitem__, pairs))
     out: list[bytes] = [b""] * (2 * len(values) + 1)
     out[0::2] = t.statics

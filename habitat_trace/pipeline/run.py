@@ -31,7 +31,6 @@ from habitat_trace.timeline import floors, hostband
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.joint import replay_ranks
 from habitat_trace.timeline.replay import Timeline, times_view
-from habitat_trace.scale.dp_host import HOST_UNIT_NS
 from habitat_trace.timeline.scaleout import Prepared, ScaledOut, decontended, prepare, scale_out
 from habitat_trace.timeline.steps import StepFigures, replayed_step_figures
 
@@ -367,9 +366,8 @@ class Run:
         r = self.ranks[0]
         pred = predict(r.tables, r.origin, target if target is not None else r.origin)
         plan = self.options.data_parallel.plan(self.options.deployment)
-        unit = HOST_UNIT_NS  # the fixed host unit of dp_host's costs, at the clock's speed (scale/dp_host.py)
         prepared = prepare(r.tables, pred, plan, r.params)
-        out = scale_out(r.tables, pred, plan, r.clock.clock, r.params, unit, prepared=prepared)
+        out = scale_out(r.tables, pred, plan, r.clock.clock, r.params, prepared=prepared)
         # the record keeps the host the user gave (its speed); a DDP rank's slowest-host pace is the scale-out's
         # (document.scale_out_record)
         host = r.clock if out.clock is r.clock.clock else replace(r.clock, clock=replace(out.clock,
@@ -378,7 +376,7 @@ class Run:
         band = hostband.slowest_of(r.band, plan.world_size)  # every collective waits for the slowest rank's host
 
         def iterate(clocks: Sequence[CpuClock]) -> list[tuple[float, float]]:  # the slow end: the worst contention
-            o = scale_out(r.tables, pred, plan, clocks[0], r.params, unit, worst_contention=clocks[0] is band.slow,
+            o = scale_out(r.tables, pred, plan, clocks[0], r.params, worst_contention=clocks[0] is band.slow,
                           prepared=prepared)
             return [iteration_and_fastest(o.synthesized.tables, o.timeline)]
         rr = RankReplay(r, out.synthesized.prediction, out.timeline, host, out, BandEnds(iterate, [band]))
@@ -396,7 +394,6 @@ class Run:
         r = self.ranks[0]
         pred = predict(r.tables, r.origin, target if target is not None else r.origin)
         plan = self.options.data_parallel.plan(self.options.deployment)
-        unit = HOST_UNIT_NS  # the fixed host unit of dp_host's costs, at the clock's speed (scale/dp_host.py)
         one = replay_ranks([r.tables], [pred], [r.clock.clock]).timelines[0]
         one_ms = iteration_figures(r.tables, one)[0]
 
@@ -404,7 +401,7 @@ class Run:
         quiet = replace(prepared, channels=0)  # no contention
 
         def it(p: Prepared, host: bool) -> float:
-            o = scale_out(r.tables, pred, plan, r.clock.clock, r.params, unit, host_work=host, prepared=p)
+            o = scale_out(r.tables, pred, plan, r.clock.clock, r.params, host_work=host, prepared=p)
             return iteration_figures(o.synthesized.tables, o.timeline)[0]
         comm, hosted, full = it(quiet, False), it(quiet, True), it(prepared, True)
         return {"one_gpu_ms": one_ms, "communication_ms": comm - one_ms, "host_work_ms": hosted - comm,

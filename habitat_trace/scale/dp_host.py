@@ -30,8 +30,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-# The host unit u of every figure here: the median trivial-op time of the 24 calibration traces
-# (timeline/overhead.py FALLBACK_UNIT_NS, two H100 hosts), a fixed host, not the trace's own u (module doc)
+# The host unit u of every figure here: the median trivial-op time (timeline/overhead.py's u) of its 24 calibration
+# traces (variant a, two H100 hosts), a fixed host, not the trace's own u (module doc); overhead.py's fallback u too
 HOST_UNIT_NS = 468
 # (a, b) per hook, in u: a per unit, b per parameter of the unit (benchmarks/results/scaleout/fit.md)
 FSDP2_HOOK_U = {

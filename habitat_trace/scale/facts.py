@@ -95,7 +95,7 @@ def gemm_kernel_shapes(trace: Tables, where: np.ndarray) -> tuple[np.ndarray, np
     rows = np.flatnonzero(cand & np.isin(op, list(shape)))
     # a GEMM kernel without its op takes its twin's shape (twins)
     src = twins(trace)
-    twin = (where & (op < 0) & (src != np.arange(len(g))))
+    twin = where & (src != np.arange(len(g)))  # only a kernel without its op has another row as its twin
     twin[twin] = np.isin(src[twin], rows)
     rows = np.union1d(rows, np.flatnonzero(twin))
     found = [shape[o] for o in op[src[rows]].tolist()]

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.ingest import schema as S
+from habitat_trace.scale.dp_host import HOST_UNIT_NS
 from habitat_trace.timeline import floors, intervals
 
 # Same list as benchmarks/collect/profiler_overhead.py TRIVIAL_OPS (the calibration's pooled p10 read these).
@@ -59,8 +60,9 @@ UNIT_RATIOS = {
 }
 UNIT_QUANTILE = 0.10  # low quantile: the host's cheapest recorded events, not ops that happened to do work
 MIN_PER_NAME = 10  # fewer events of a name than this: that name does not vote
-# Median u of the 24 calibration traces (variant a, both hosts); used only when a trace has no trivial ops.
-FALLBACK_UNIT_NS = 468
+# Median u of the 24 calibration traces (variant a, both hosts; one figure with data parallelism's host unit, which
+# is it); used only when a trace has no trivial ops.
+FALLBACK_UNIT_NS = HOST_UNIT_NS
 # Fitted coefficients, in units of u (model.md, "fit"): per recorded op, extra per op with recorded shapes,
 # per python_function event (with_stack), per [memory] event (profile_memory).
 K_OP = 6.81
