@@ -286,6 +286,38 @@ def t5(dev: torch.device, tiny: bool) -> Workload:
     return _hf(dev, tiny, cfg, tr.T5ForConditionalGeneration, T5Block, (8, 512), torch.bfloat16)
 
 
+def vgg16_bn(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision VGG-16 with BatchNorm (138M parameters, 119M of them in three fully connected layers: a large
+    gradient for little compute; 13 BatchNorms), batch 32, bf16 autocast, SGD with momentum; every Linear is a unit."""
+    tvm = _torchvision_models()
+    return _vision(dev, tiny, tvm.vgg16_bn(weights=None), 32, torch.bfloat16,
+                   lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9), lambda m: isinstance(m, nn.Linear))
+
+
+def regnet(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision RegNetY-1.6GF (11M, grouped convs, squeeze-excitation, blocks whose widths change per stage, 111
+    BatchNorms), batch 64, fp32 (TF32 off), SGD with momentum; ResBottleneckBlock is the unit."""
+    tvm = _torchvision_models()
+    from torchvision.models.regnet import ResBottleneckBlock
+
+    return _vision(dev, tiny, tvm.regnet_y_1_6gf(weights=None), 64, None,
+                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), lambda m: isinstance(m, ResBottleneckBlock))
+
+
+def qwen2(dev: torch.device, tiny: bool) -> Workload:
+    """HF Qwen2 decoder of Qwen2-0.5B's width with 12 of its 24 layers (d 896, 14 heads, 2 KV heads: grouped-query
+    attention, SwiGLU 4864, RMSNorm, vocab 151936: a 136M-parameter embedding, tied), batch 4 x 1024, bf16 autocast,
+    AdamW; Qwen2DecoderLayer is the unit."""
+    tr = _transformers()
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
+
+    size = dict(TINY_HF, num_attention_heads=4, num_key_value_heads=2) if tiny else dict(
+        hidden_size=896, intermediate_size=4864, num_hidden_layers=12, num_attention_heads=14, num_key_value_heads=2,
+        vocab_size=151936, max_position_embeddings=1024)
+    cfg = tr.Qwen2Config(**size, tie_word_embeddings=True, attn_implementation="sdpa")
+    return _hf(dev, tiny, cfg, tr.Qwen2ForCausalLM, Qwen2DecoderLayer, (4, 1024), torch.bfloat16)
+
+
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
     "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp, "resnet50_b32_cl_amp": resnet50_amp,
@@ -297,6 +329,8 @@ WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "pythia_d768_l12_b4_s1024_amp": pythia,
     # held out of every fit and of the fixed host unit of the hook costs (added 2026-11-27, after it was chosen)
     "swin_t_b32_amp": swin, "densenet121_b32_fp32": densenet, "t5_small_b8_s512_amp": t5,
+    # held out of every choice of the 2026-11-27 afternoon session (added before any of it; evaluated after it)
+    "vgg16_bn_b32_amp": vgg16_bn, "regnet_y1_6gf_b64_fp32": regnet, "qwen2_d896_l12_b4_s1024_amp": qwen2,
 }
 
 
