@@ -10,13 +10,15 @@ the unit's parameter count (its fsdp::all_gather_copy_in / fsdp::chunk_cat tenso
 parameters per hook. The optimizer: per parameter per foreach op of the one-GPU trace's step.
 DDP (``ddp-w<N>``): every c10d::allreduce_ (the bucket's issue: record_param_comms, the NCCL launch, the events
 between the streams), the same way, one constant; the copy-out window from the backward's end to Optimizer.step per
-gradient, less the one-GPU trace's same window, and DistributedDataParallel.forward's own time (window_rows).
+gradient, less the one-GPU trace's same window, DistributedDataParallel.forward's own time and its broadcast of the
+module's buffers, a + b x buffers (window_rows).
 Leave-one-workload-out: each coefficient refitted without each workload; the table gives the spread, so a reader sees
 how much one workload moves it.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -45,9 +47,13 @@ HOOKS = {"FSDP::pre_forward": "pre_forward", "FSDP::post_forward": "post_forward
 RATE_LIMITER = "FullyShardedDataParallel.rate_limiter"
 ALLREDUCE = "c10d::allreduce_"  # inside the AccumulateGrad node that completes a bucket: priced per bucket
 UNIT_LISTS = ("fsdp::all_gather_copy_in", "fsdp::chunk_cat")  # their first input: the unit's parameters
-PER_PARAM = ("pre_forward", "pre_backward", "post_backward")
+PER_PARAM = ("pre_forward", "pre_backward", "post_backward", "ddp_buffers")
 DDP_FORWARD = "DistributedDataParallel.forward"
 COPY_TO_GRAD = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
+# DDP's buffer broadcast at the forward's start (torch/nn/parallel/distributed.py _sync_buffers ->
+# dist._broadcast_coalesced; torch/csrc/distributed/c10d/comm.cpp broadcast_coalesced): the ops it records
+BUFFER_SYNC = ("aten::flatten_dense_tensors", "c10d::broadcast_", "record_param_comms", "aten::unflatten_dense_tensors",
+               "aten::copy_")
 
 
 def kind_of(name: str) -> Optional[str]:
@@ -101,13 +107,31 @@ def window_rows(t: Any, est: overhead.OverheadEstimate, ddp: bool) -> list[dict[
     copies = int((inside & (names == COPY_TO_GRAD)).sum())
     rows = [{"kind": "ddp_copy_out" if ddp else "single_copy_window", "nparams": copies, "dur_ns": b - a,
              "overhead_ns": int(est.op_ns[inside].sum()), "u_ns": est.evidence.unit_ns}]
+    depth = o[S.DEPTH].to_numpy()
     for i in np.flatnonzero(step & (names == DDP_FORWARD)) if ddp else []:
         kids = step & (tid == tid[i]) & (ts > ts[i]) & (end <= end[i])
         if kids.any():
             own = int(ts[kids].min() - ts[i]) + int(end[i] - end[kids].max())
             rows.append({"kind": "ddp_forward", "nparams": -1, "dur_ns": own, "overhead_ns": int(est.op_ns[i]),
                          "u_ns": est.evidence.unit_ns})
+            rows += _buffer_sync(names, ts, est, np.flatnonzero(kids & (depth == depth[i] + 1)), kids)
     return rows
+
+
+def _buffer_sync(names: np.ndarray, ts: np.ndarray, est: overhead.OverheadEstimate, children: np.ndarray,
+                 kids: np.ndarray) -> list[dict[str, Any]]:
+    """``ddp_buffers``: the broadcast of the module's buffers that opens DistributedDataParallel.forward (its leading
+    children in BUFFER_SYNC: flatten per dtype, broadcast, unflatten, a copy_ back into each buffer), from its first op
+    to the module's first op, the profiler's overhead of every event inside taken out; nparams: the buffers (the
+    copies). None where the module has no buffers (the forward opens with a module op)."""
+    order = children[np.argsort(ts[children], kind="stable")]
+    sync = [j for j in itertools.takewhile(lambda j: names[j] in BUFFER_SYNC, order)]
+    if not sync or len(sync) == len(order):
+        return []
+    a, b = int(ts[sync[0]]), int(ts[order[len(sync)]])
+    inside = kids & (ts >= a) & (ts < b)
+    return [{"kind": "ddp_buffers", "nparams": int(sum(names[j] == "aten::copy_" for j in sync)), "dur_ns": b - a,
+             "overhead_ns": int(est.op_ns[inside].sum()), "u_ns": est.evidence.unit_ns}]
 
 
 def optimizer_shape(path: Path) -> tuple[int, int]:
@@ -197,7 +221,8 @@ def report(df: pd.DataFrame) -> str:
         lb = [v[kind][1] for v in held.values() if kind in v]
         lines.append(f"| {kind} | {a:.0f} | {b:.1f} | {min(la):.0f}-{max(la):.0f} | {min(lb):.1f}-{max(lb):.1f} |")
     lines += ["", "Optimizer: b is per parameter per foreach op of the one-GPU step. post_forward: a per unit; "
-              "ddp_allreduce, ddp_forward and root_callback: a per bucket / per step / per step; ddp_copy_out: b per "
+              "ddp_allreduce, ddp_forward and root_callback: a per bucket / per step / per step; ddp_buffers: a per step, b "
+              "per buffer (the broadcast of the module's buffers that opens DDP's forward); ddp_copy_out: b per "
               "gradient, the window from the backward's end to Optimizer.step less the one-GPU trace's same window "
               "(single_copy_window); fsdp1_*: a per unit (FSDP1 flattens a unit's "
               "parameters into one), its rate limiter's wait taken out.", "",

@@ -1,7 +1,8 @@
 """The Python API, the front door: ``open(path, **options) -> Trace``, a trace file or a directory of one trace per
 rank (pipeline.Run: a file is a run of one rank), with the options every command takes by their keyword
 (pipeline.options.Options.of: ``specs``, ``origin``, ``cpu_speed``, ``keep_profiler_overhead``, ``interconnect``,
-``gpus_per_node``, ``nodes``, ``world_size``, ``strategy``, ``bucket_mb``). A Trace's methods return results and
+``gpus_per_node``, ``nodes``, ``world_size``, ``strategy``, ``bucket_mb``, ``broadcast_buffers``). A Trace's methods
+return results and
 print nothing: ``inspect`` (the figures of each rank), ``compare`` (a DataFrame, a row per GPU), ``explain``,
 ``validate`` (against a measured trace) and ``scale`` (the run as it would run on another GPU: the replayed target
 timeline, the same document ``habitat-trace scale`` writes, with the Prediction that made it); ``.kernels`` /

@@ -16,10 +16,11 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import load
 from habitat_trace.scale import dataparallel as D
 from habitat_trace.scale.specs import load_catalog
-from tests.conftest import MLP_FIXTURE, assert_perfetto_ok
+from tests.conftest import DATA, MLP_FIXTURE, assert_perfetto_ok
 from tests.dist_helpers import ddp_trace, write
 
 CATALOG = load_catalog(None)
+RESNET_STEP = DATA / "resnet50_cl_bn_step.pt.trace.json.gz"  # tests/data/README.md
 SCALEOUT_COLUMNS = {"world_size", "strategy", "collectives", "comm_ms", "exposed_comm_ms"}
 
 
@@ -175,6 +176,24 @@ def test_options_are_checked_where_they_are_made() -> None:
     with pytest.raises(HabitatTraceError, match="--nodes 3"):
         pipeline.Options(CATALOG, deployment=pipeline.Deployment(nodes=3), data_parallel=pipeline.DataParallel(2))
     assert not pipeline.DataParallel().active and pipeline.DataParallel(2).plan(pipeline.Deployment()).world_size == 2
+
+
+def test_no_broadcast_buffers_leaves_ddps_buffer_broadcast_out(capsys: pytest.CaptureFixture[str]) -> None:
+    """The ResNet-50 fixture's 159 BatchNorm buffers: broadcast at each forward by default (a longer step, and the
+    scale-out's parameters say so), not with --no-broadcast-buffers; the API takes the same keyword."""
+    import habitat_trace
+
+    rows = {}
+    for flag in ("--broadcast-buffers", "--no-broadcast-buffers"):
+        code, out, err = _cli(capsys, "compare", str(RESNET_STEP), "--to", "A100", "--world-size", "2", flag,
+                              "--format", "json")
+        assert code == 0, err
+        rows[flag] = json.loads(out)[0]
+    assert rows["--broadcast-buffers"]["iteration_ms"] > rows["--no-broadcast-buffers"]["iteration_ms"]
+    api = habitat_trace.compare(RESNET_STEP, "A100", world_size=2, broadcast_buffers=False)
+    assert api["iteration_ms"].iat[0] == pytest.approx(rows["--no-broadcast-buffers"]["iteration_ms"])
+    with pytest.raises(HabitatTraceError, match="broadcast_buffers"):
+        pipeline.DataParallel(2, broadcast_buffers="no")  # type: ignore[arg-type]
 
 
 def test_the_cli_default_bucket_is_ddps() -> None:

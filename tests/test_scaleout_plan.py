@@ -9,16 +9,19 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from habitat_trace.errors import HabitatTraceError, SpecError, TraceFormatError
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import from_document, load
 from habitat_trace.scale import collective as C
 from habitat_trace.scale import dataparallel as D
-from habitat_trace.scale.params import SOURCE_ACCUMULATE, SOURCE_WEIGHTS, recover
+from habitat_trace.scale import dp_host as H
+from habitat_trace.scale.params import COUNTER_DTYPE, SOURCE_ACCUMULATE, SOURCE_WEIGHTS, buffers, recover
 from habitat_trace.scale.specs import load_catalog
 from habitat_trace.scale.units import best_run, fsdp_units
-from tests.conftest import EXTERNAL, MLP_FIXTURE, TRACES, needs_external, needs_shared
+from tests.conftest import DATA, EXTERNAL, MLP_FIXTURE, TRACES, needs_external, needs_shared
 
 CATALOG = load_catalog(None)
 MIB = 1 << 20
@@ -74,6 +77,46 @@ def test_recovered_resnet50_buckets_are_those_ddp_built_on_two_a100s() -> None:
     step = ddp.gpu[S.STEP].to_numpy()[f["row"].to_numpy()]
     theirs = (f["bytes"][(f["collective"] == C.ALLREDUCE).to_numpy() & (step == 1)] // 4).astype(int).tolist()
     assert ours == theirs == [2049000, 7875584, 6563840, 6637568, 2431040]
+
+
+# ---------------------------------------------------------------- DDP's buffer broadcast
+RESNET_STEP = DATA / "resnet50_cl_bn_step.pt.trace.json.gz"  # tests/data/README.md
+
+
+def test_buffers_are_what_a_real_ddp_resnet50_run_broadcast() -> None:
+    """The running statistics of our H100 ResNet-50 step's 53 BatchNorms are the buffers the public 2-rank DDP
+    ResNet-50 run broadcast at its forward (HTA's a100_nccl, read here: its broadcasts' In msg nelems per dtype)."""
+    bufs = buffers(load(RESNET_STEP))
+    ours = bufs.groupby("dtype")["nbytes"].agg(["size", "sum"])
+    doc = json.loads(gzip.decompress((DATA / "a100_nccl_step5.json.gz").read_bytes()))
+    theirs: dict[str, int] = {}
+    for e in doc["traceEvents"]:
+        a = e.get("args", {})
+        if e.get("name") == "record_param_comms" and a.get("Collective name") == "broadcast":
+            theirs.setdefault(a["dtype"], a["In msg nelems"])  # the forward's first broadcast of each dtype
+    assert theirs == {"Float": ours.at["float", "sum"] // 4, "Long": ours.at[COUNTER_DTYPE, "size"]}
+    assert ours.at["float", "size"] == 2 * ours.at[COUNTER_DTYPE, "size"] == 106
+
+
+def test_ddp_broadcasts_the_buffers_at_each_forward_and_fsdp_does_not() -> None:
+    tables = load(RESNET_STEP)
+    params, h100 = recover(tables), CATALOG.resolve("H100")
+    on = D.plan(tables, params, h100, D.ScaleOut(world_size=2))
+    off = D.plan(tables, params, h100, D.ScaleOut(world_size=2, broadcast_buffers=False))
+    fsdp = D.plan(tables, params, h100, D.ScaleOut(world_size=2, strategy="fsdp"))
+    casts = on.kernels[on.kernels["collective"] == C.BROADCAST]
+    assert sorted(casts["dtype"]) == ["Float", "Long"] and casts["nbytes"].sum() == 212480 + 424
+    assert (on.kernels["name"] == D.DDP_BUFFER_COPY).sum() == 159 == len(on.kernels) - len(off.kernels) - 4
+    added = on.host["host_u"].sum() - off.host["host_u"].sum()
+    assert added == pytest.approx(H.ddp_buffers_u(159)) and H.ddp_buffers_u(159) > H.ddp_buffers_u(2) > 0
+    assert not (off.kernels["collective"] == C.BROADCAST).any() and not (fsdp.kernels["collective"] == C.BROADCAST).any()
+    assert len(on.waits) == len(off.waits) + 1  # the compute stream waits for the broadcast before the forward
+
+
+@given(st.integers(0, 10_000), st.integers(0, 10_000))
+def test_more_buffers_never_cost_the_host_less(a: int, b: int) -> None:
+    lo, hi = sorted((a, b))
+    assert 0 <= H.ddp_buffers_u(lo) <= H.ddp_buffers_u(hi) and H.ddp_buffers_u(0) == 0
 
 
 # ---------------------------------------------------------------- FSDP units

@@ -118,7 +118,7 @@ def scale_out_record(rr: RankReplay) -> dict[str, Any]:
     so, topo = plan.scaleout, plan.topology
     out: dict[str, Any] = {"world_size": so.world_size, "strategy": so.strategy}
     if so.strategy == "ddp":
-        out.update(bucket_mb=so.bucket_mb, first_bucket_mb=so.first_bucket_mb)
+        out.update(bucket_mb=so.bucket_mb, first_bucket_mb=so.first_bucket_mb, broadcast_buffers=so.broadcast_buffers)
     if topo is not None:
         out.update(nodes=topo.nodes, link=topo.link, intra_gbs=topo.intra_gbs)
     out["no_straggler"] = True  # every rank runs this step: no rank's GPU waits for another's

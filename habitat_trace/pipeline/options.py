@@ -59,6 +59,7 @@ class DataParallel:
     world_size: int = 1
     strategy: str = STRATEGIES[0]
     bucket_mb: float = DEFAULT_BUCKET_MB
+    broadcast_buffers: bool = True  # DDP(broadcast_buffers=...), its default
 
     def __post_init__(self) -> None:
         if isinstance(self.world_size, bool) or not isinstance(self.world_size, int) or self.world_size < 1:
@@ -68,6 +69,8 @@ class DataParallel:
         if not (isinstance(self.bucket_mb, (int, float)) and math.isfinite(self.bucket_mb) and self.bucket_mb > 0):
             raise UsageError(f"--bucket-mb {self.bucket_mb}: give a positive size in MiB, e.g. "
                              f"{DEFAULT_BUCKET_MB:g} (DDP's default)")
+        if not isinstance(self.broadcast_buffers, bool):
+            raise UsageError(f"broadcast_buffers {self.broadcast_buffers!r}: give True (DDP's default) or False")
 
     @property
     def active(self) -> bool:
@@ -76,14 +79,15 @@ class DataParallel:
     def plan(self, deployment: Deployment) -> ScaleOut:
         """The scale-out with the deployment what-ifs (None fields: the target's usual node)."""
         return ScaleOut(self.world_size, self.strategy, float(self.bucket_mb), interconnect=deployment.interconnect,
-                        gpus_per_node=deployment.gpus_per_node, nodes=deployment.nodes)
+                        gpus_per_node=deployment.gpus_per_node, nodes=deployment.nodes,
+                        broadcast_buffers=self.broadcast_buffers)
 
 
 # keyword -> the part of Options it sets (the part's field of that name); "specs" and "origin" are read against the
 # catalog by Options.but
 PARTS = {"cpu_speed": "host", "keep_profiler_overhead": "host", "measured_step_ms": "host", "interconnect": "deployment",
          "gpus_per_node": "deployment", "nodes": "deployment", "world_size": "data_parallel",
-         "strategy": "data_parallel", "bucket_mb": "data_parallel"}
+         "strategy": "data_parallel", "bucket_mb": "data_parallel", "broadcast_buffers": "data_parallel"}
 # "measured_step" is the user's text (--measured-step: ms or it/s), read into the host's measured_step_ms
 KEYWORDS = ("specs", "origin", *(k for k in PARTS if k != "measured_step_ms"), "measured_step")
 
@@ -110,7 +114,7 @@ class Options:
     def of(cls, **keywords: Any) -> "Options":
         """The packaged catalog and the defaults, with ``keywords`` (KEYWORDS): ``specs`` (a catalog TOML added),
         ``origin`` (``--from``: a GPU name, checked against the catalog), ``cpu_speed``, ``keep_profiler_overhead``,
-        ``interconnect``, ``gpus_per_node``, ``nodes``, ``world_size``, ``strategy``, ``bucket_mb``,
+        ``interconnect``, ``gpus_per_node``, ``nodes``, ``world_size``, ``strategy``, ``bucket_mb``, ``broadcast_buffers``,
         ``measured_step`` (the user's un-profiled origin step: ms, "3.1ms" or "320it/s"; pipeline.host.step_ms); None,
         or a keyword left out, is the default."""
         return cls(load_catalog()).but(**keywords)

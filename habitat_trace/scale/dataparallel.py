@@ -23,7 +23,7 @@ from habitat_trace.scale import collective as C
 from habitat_trace.scale import dp_host as H
 from habitat_trace.scale.crossarch import dram_efficiency
 from habitat_trace.scale.gpu import GpuSpec
-from habitat_trace.scale.params import COMM_DTYPE, Params
+from habitat_trace.scale.params import COMM_DTYPE, Params, buffers
 from habitat_trace.scale.units import fsdp_units
 
 # FSDP is FSDP2 (torch.distributed.fsdp.fully_shard, PyTorch's FSDP since 2.4); FSDP1 the FullyShardedDataParallel
@@ -73,6 +73,7 @@ class ScaleOut:
     protocol: Optional[str] = None  # "LL" | "LL128" | "SIMPLE"
     fsdp_wrap: str = "blocks"
     nccl_channels: Optional[int] = None
+    broadcast_buffers: bool = True  # DDP(broadcast_buffers=...): the module's buffers from rank 0 at every forward
 
     def __post_init__(self) -> None:
         checks = [
@@ -210,9 +211,12 @@ class _Rows:
         return k, w, h
 
 
-_KERNEL_NAMES = {C.ALLREDUCE: "AllReduce_Sum", C.ALLGATHER: "AllGather", C.REDUCESCATTER: "ReduceScatter_Sum"}
+_KERNEL_NAMES = {C.ALLREDUCE: "AllReduce_Sum", C.ALLGATHER: "AllGather", C.REDUCESCATTER: "ReduceScatter_Sum",
+                 C.BROADCAST: "Broadcast"}
 DDP_COPY_IN = "vectorized_elementwise_kernel (DDP reducer mul_out into the bucket, synthesized by habitat-trace)"
 DDP_COPY_OUT = "Memcpy DtoD (Device -> Device) (DDP copy_bucket_to_grad, synthesized by habitat-trace)"
+DDP_BUFFER_FLATTEN = "CatArrayBatchedCopy (DDP buffers flattened for their broadcast, synthesized by habitat-trace)"
+DDP_BUFFER_COPY = "Memcpy DtoD (Device -> Device) (DDP broadcast buffer back, synthesized by habitat-trace)"
 FSDP_FLATTEN = "CatArrayBatchedCopy + div_ (FSDP flat gradient and pre-divide, synthesized by habitat-trace)"
 FSDP2_COPY_OUT = "split_with_sizes_copy (FSDP2 all-gather copy-out, synthesized by habitat-trace)"
 
@@ -227,13 +231,17 @@ def plan(tables: Any, params: Params, target: GpuSpec, so: ScaleOut) -> Plan:
     spans = backward_spans(tables)
     warnings: list[str] = list(params.warnings)
     factor = 1.0
+    bufs = buffers(tables) if so.strategy == DDP and so.broadcast_buffers else None
     for step in params.steps:
         f = params.of_step(step)
         if step not in spans.index:
             continue
         start, end = (int(x) for x in spans.loc[step, ["start_ns", "end_ns"]])
         if so.strategy == DDP:
-            _ddp_step(rows, step, f, end, int(tables.steps[S.TS].iat[step]) + 1)
+            fwd_start = int(tables.steps[S.TS].iat[step]) + 1
+            _ddp_step(rows, step, f, end, fwd_start)
+            if bufs is not None and len(bufs):
+                _ddp_buffers(rows, step, bufs[bufs["step"].to_numpy() == step], fwd_start)
         else:
             warnings += _fsdp_step(rows, step, f, start, end)
             if so.strategy == FSDP:
@@ -280,6 +288,26 @@ def _ddp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_end: int, fwd_start: 
     for i in range(len(f)):
         rows.hook(step, final + 2 + i, H.DDP_COPY_OUT_U, f"DDP copy_bucket_to_grad {i}")
         rows.copy(step, DDP_COPY_OUT, "gpu_memcpy", DDP_PASS_BYTES * nbytes[i], final + 2 + i, f"bucket to grad {i}")
+
+
+def _ddp_buffers(rows: _Rows, step: int, bufs: pd.DataFrame, fwd_start: int) -> None:
+    """DDP's broadcast of the module's buffers as its forward opens (distributed.py _sync_buffers; c10d comm.cpp
+    broadcast_coalesced): per dtype (one bucket of at most 250 MiB, broadcast_bucket_size) a flatten on the compute
+    stream, a broadcast from rank 0 on the NCCL stream, the compute stream waiting for it, and a copy back into each
+    buffer; its host time dp_host.ddp_buffers_u, read from the DDP rank traces."""
+    if not len(bufs):
+        return
+    rows.hook(step, fwd_start, H.ddp_buffers_u(len(bufs)), f"DDP buffers' broadcast ({len(bufs)} buffers)")
+    at = fwd_start + 1
+    for dtype, g in bufs.groupby("dtype", sort=False):
+        nbytes = float(g["nbytes"].sum())
+        rows.copy(step, DDP_BUFFER_FLATTEN, "kernel", 2 * nbytes, at, f"{len(g)} {dtype} buffers flattened")
+        rows.collective(step, "comm", C.BROADCAST, nbytes, str(dtype), at + 1, at,
+                        f"DDP buffers: {len(g)} {dtype} buffers, {nbytes / MIB:.3f} MiB")
+        at += 2
+    rows.wait(step, at, "comm")
+    for i, nbytes in enumerate(bufs["nbytes"].to_numpy()):
+        rows.copy(step, DDP_BUFFER_COPY, "gpu_memcpy", 2 * float(nbytes), at + 1 + i, f"buffer {i} back")
 
 
 def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end: int) -> list[str]:

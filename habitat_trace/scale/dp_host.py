@@ -59,6 +59,12 @@ DDP_COPY_OUT_U = 21.0
 # prepare_for_forward, the buffers' broadcast set-up) and _post_forward (prepare_for_backward); leave one workload
 # out 1712-2157
 DDP_FORWARD_U = 1992.0
+# DDP's broadcast of the module's buffers at every forward (broadcast_buffers=True, its default: distributed.py
+# _sync_buffers -> _broadcast_coalesced; c10d comm.cpp broadcast_coalesced: per dtype a flatten, a broadcast from rank
+# 0, an unflatten and a copy_ back into each buffer): (a, b) in u, a per step, b per buffer; the window from its first
+# op to the module's first op in the DDP rank traces (scaleout_fit._buffer_sync: ResNet-50's 159 buffers, BERT's and
+# Llama's 2), leave one workload out a 1544-1641, b 18.0-18.6
+DDP_BUFFERS_U = (1586.0, 18.4)
 # DDP's ranks wait for the slowest host. Every bucket's all-reduce starts when the last rank launches it, so a
 # launch-bound DDP step runs at the pace of the slowest of N hosts, not of one: if each rank's host time per step
 # varies independently with coefficient of variation c, the step is E[max of N] = (1 + c e_N) times the mean (e_N the
@@ -85,6 +91,12 @@ def expected_max_normal(n: int) -> float:
         cdf = 0.5 * (1 + math.erf(x / math.sqrt(2)))
         total += x * n * pdf * cdf ** (n - 1)
     return total * h
+
+
+def ddp_buffers_u(nbuffers: int) -> float:
+    """u DDP's buffer broadcast costs the host at a forward for ``nbuffers`` buffers (0 without buffers)."""
+    a, b = DDP_BUFFERS_U
+    return a + b * nbuffers if nbuffers > 0 else 0.0
 
 
 def ddp_host_slowdown(world_size: int) -> float:

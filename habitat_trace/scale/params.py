@@ -42,7 +42,7 @@ WEIGHT_INPUTS: dict[str, tuple[int, ...]] = {
 }
 # Kineto's input-type spelling -> the dtype name PyTorch's collectives record ("dtype" of record_param_comms)
 COMM_DTYPE = {"float": "Float", "double": "Double", "c10::BFloat16": "BFloat16", "c10::Half": "Half",
-              "c10::Float8_e4m3fn": "Float8_e4m3fn", "c10::Float8_e5m2": "Float8_e5m2"}
+              "c10::Float8_e4m3fn": "Float8_e4m3fn", "c10::Float8_e5m2": "Float8_e5m2", "long int": "Long"}
 COLUMNS = ("step", "k", "shape", "dtype", "numel", "nbytes", "ready_ns", "node_ns", "forward_ns")
 
 
@@ -215,3 +215,34 @@ def _at(dims: Any, pos: int) -> tuple[int, ...] | None:
         return tuple(int(x) for x in dims[pos]) or None
     except (TypeError, ValueError):
         return None
+
+
+# A BatchNorm with running statistics (track_running_stats=True, torch/nn/modules/batchnorm.py _NormBase) registers
+# three buffers: running_mean and running_var (num_features each, in the positions 3 and 4 of aten::batch_norm's
+# inputs, with their dtype) and num_batches_tracked (a 0-dim torch.long)
+BATCH_NORM = "aten::batch_norm"
+RUNNING_STATS = (3, 4)
+BUFFER_COLUMNS = ("step", "nbytes", "dtype")
+COUNTER_DTYPE = "long int"  # Kineto's spelling of torch.long
+
+
+def buffers(tables: Any) -> pd.DataFrame:
+    """The module buffers a step's forward shows, one row per buffer (``BUFFER_COLUMNS``; dtype in Kineto's
+    spelling, COUNTER_DTYPE for the counters): the running statistics of every BatchNorm call with them. DDP broadcasts
+    every buffer of the module at each forward (scale/dataparallel.py); buffers that no op shows as an input of a
+    known kind (a transformer's position ids, a rotary table) are not found, so the broadcast is a lower bound."""
+    ops = tables.ops
+    rows: list[tuple[int, int, str]] = []
+    if not len(ops):
+        return pd.DataFrame(rows, columns=list(BUFFER_COLUMNS))
+    for i in np.flatnonzero(ops[S.NAME].to_numpy(dtype=object) == BATCH_NORM):
+        dims, types = ops[S.INPUT_DIMS].iat[i], ops[S.INPUT_TYPES].iat[i]
+        stats = [_at(dims, k) for k in RUNNING_STATS]
+        if any(not s for s in stats) or not isinstance(types, (list, tuple)) or len(types) <= max(RUNNING_STATS):
+            continue  # no running statistics (track_running_stats=False) or no shapes recorded
+        step = int(ops[S.STEP].iat[i])
+        for k, shape in zip(RUNNING_STATS, stats):
+            dtype = str(types[k]) if str(types[k]) in DTYPE_BYTES else "float"
+            rows.append((step, int(np.prod(shape)) * DTYPE_BYTES[dtype], dtype))
+        rows.append((step, DTYPE_BYTES[COUNTER_DTYPE], COUNTER_DTYPE))
+    return pd.DataFrame(rows, columns=list(BUFFER_COLUMNS))
