@@ -129,21 +129,28 @@ def between_dev(long: pd.DataFrame) -> pd.DataFrame:
                       for (o, t), q in p.groupby(["origin", "target"])], ignore_index=True)
 
 
-def to_h100(long: pd.DataFrame, csv: Path = H100_CSV) -> pd.DataFrame:
+def h100_latencies(csv: Path = H100_CSV) -> pd.DataFrame:
+    """Our H100's FP32 latencies of NeuSight's shapes: shape, ``t_ms`` and its kernel's outputs per thread."""
+    h = pd.read_csv(csv).rename(columns={"OPName": "op", "B": "b", "M": "m", "N": "n", "K": "k", "Latency": "t_ms"})
+    h = h[h["DType"] == "fp32"]
+    return h[[*SHAPE, "t_ms"]].assign(h100_per_thread=outputs_per_thread(h["Kernel Name"], h["Block x"]))
+
+
+def to_h100(long: pd.DataFrame, csv: Path = H100_CSV, reverse: bool = False) -> pd.DataFrame:
+    """Every shape of NeuSight's five GPUs predicted on our H100 (``reverse``: our H100's predicted on each of the five,
+    the direction of benchmarks/neusight_e2e.py); ``h100`` says whether the H100's latency is >= 0.1 ms."""
     cat = load_catalog()
     h100 = cat.resolve("H100 SXM5 80GB")
-    h = pd.read_csv(csv).rename(columns={"OPName": "op", "B": "b", "M": "m", "N": "n", "K": "k",
-                                         "Latency": "t_target_ms"})
-    h = h[h["DType"] == "fp32"]
-    h = h[SHAPE].assign(t_target_ms=h["t_target_ms"], h100_per_thread=outputs_per_thread(h["Kernel Name"],
-                                                                                         h["Block x"]))
-    floors = {**harness_floor_ms(long), **harness_floor_ms(h.assign(gpu=h100.name, t_ms=h["t_target_ms"]))}
+    h = h100_latencies(csv)
+    floors = {**harness_floor_ms(long), **harness_floor_ms(h.assign(gpu=h100.name))}
+    theirs, ours = ("t_target_ms", "t_origin_ms") if reverse else ("t_origin_ms", "t_target_ms")
     out = []
-    for o, q in long.groupby("gpu"):
-        q = q.rename(columns={"t_ms": "t_origin_ms", "gpu": "origin"}).merge(h, on=SHAPE).assign(target=h100.name)
-        out.append(_scored(q, cat.resolve(o), h100, floors))
+    for g, q in long.groupby("gpu"):
+        q = q.rename(columns={"t_ms": theirs}).merge(h.rename(columns={"t_ms": ours}), on=SHAPE)
+        pair = (h100, cat.resolve(g)) if reverse else (cat.resolve(g), h100)
+        out.append(_scored(q.assign(origin=pair[0].name, target=pair[1].name), *pair, floors))
     d = pd.concat(out, ignore_index=True).merge(h[[*SHAPE, "h100_per_thread"]], on=SHAPE, how="left")
-    d["h100"] = np.where(d["t_target_ms"] >= HOST_PATH_MS, ">= 0.1 ms", "< 0.1 ms")
+    d["h100"] = np.where(d[ours] >= HOST_PATH_MS, ">= 0.1 ms", "< 0.1 ms")
     return d
 
 
@@ -200,11 +207,10 @@ def main() -> None:
     global FLOOR
     FLOOR = not a.no_floor
     long = D.load_neusight(a.shared / "data" / "neusight")
-    h = to_h100(long)
+    h, back = to_h100(long), to_h100(long, reverse=True)
     dev = between_dev(long)
     big = h[h["h100"] == ">= 0.1 ms"]
-    one = h[h["origin"] == h["origin"].iloc[0]]
-    floors = {**harness_floor_ms(long), **harness_floor_ms(one.assign(gpu="H100 SXM5 80GB", t_ms=one["t_target_ms"]))}
+    floors = {**harness_floor_ms(long), **harness_floor_ms(h100_latencies().assign(gpu="H100 SXM5 80GB"))}
     floor_line = ("Harness floor h per GPU and op (its set's smallest latency, subtracted from the origin's and added "
                   "to the prediction; module doc): " + ", ".join(f"{g} {op} {1e3 * v:.1f} us"
                                                                 for (g, op), v in sorted(floors.items()))
@@ -220,6 +226,8 @@ def main() -> None:
               shipped=False),
         "The H100's own kernels (cuBLAS's choice for each shape there; tile and threads from its kernel name and "
         "launch):\n", h100_kernels(h),
+        "## From our H100 SXM to NeuSight's five GPUs (the direction of benchmarks/neusight_e2e.py), H100 kernels of "
+        ">= 0.1 ms\n", table(back[back["h100"] == ">= 0.1 ms"], ["target", "op"], shipped=False),
         "## Between NeuSight's five GPUs (`shipped` = the learned model, trained on them: in sample)\n",
         table(dev, ["target", "op"]), table(dev, ["origin", "target"])])
     print(text)
