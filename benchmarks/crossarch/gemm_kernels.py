@@ -58,6 +58,7 @@ from habitat_trace.scale.specs import load_catalog  # noqa: E402
 from training import data as D  # noqa: E402
 
 H100_CSV = ROOT / "benchmarks" / "results" / "gemm" / "neusight_shapes_NVIDIA_H100_80GB_HBM3.csv.gz"
+H100 = "H100 SXM5 80GB"  # the GPU of H100_CSV (catalog name)
 SHAPE = ["op", "b", "m", "n", "k"]
 ORIGIN_MS = [0, 2, 32, np.inf]  # origin kernel time bins (ms) for the by-duration table
 HOST_PATH_MS = 0.1  # below this the H100 timing is the launch path as much as the kernel (module doc)
@@ -107,7 +108,7 @@ def shipped_ns(q: pd.DataFrame, origin, target, law: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(ratio), t_o * ratio, law)
 
 
-def _scored(q: pd.DataFrame, origin, target, floors: dict[str, float]) -> pd.DataFrame:
+def _scored(q: pd.DataFrame, origin, target, floors: dict[tuple[str, str], float]) -> pd.DataFrame:
     h = tuple(q["op"].map(lambda op, g=g: floors[g, op]).to_numpy() if FLOOR else 0.0
               for g in (origin.name, target.name))
     law = law_ns(q, origin, target, *h)
@@ -130,23 +131,28 @@ def between_dev(long: pd.DataFrame) -> pd.DataFrame:
 
 
 def h100_latencies(csv: Path = H100_CSV) -> pd.DataFrame:
-    """Our H100's FP32 latencies of NeuSight's shapes: shape, ``t_ms`` and its kernel's outputs per thread."""
+    """Our H100's FP32 latencies of NeuSight's shapes: shape, ``gpu``, ``t_ms`` and its kernel's outputs per thread."""
     h = pd.read_csv(csv).rename(columns={"OPName": "op", "B": "b", "M": "m", "N": "n", "K": "k", "Latency": "t_ms"})
     h = h[h["DType"] == "fp32"]
-    return h[[*SHAPE, "t_ms"]].assign(h100_per_thread=outputs_per_thread(h["Kernel Name"], h["Block x"]))
+    return h[[*SHAPE, "t_ms"]].assign(gpu=H100, h100_per_thread=outputs_per_thread(h["Kernel Name"], h["Block x"]))
+
+
+def floors_ms(long: pd.DataFrame, h: pd.DataFrame) -> dict[tuple[str, str], float]:
+    """The harness floor of each (GPU, op) of NeuSight's five (``long``) and our H100 (``h``, h100_latencies)."""
+    return {**harness_floor_ms(long), **harness_floor_ms(h)}
 
 
 def to_h100(long: pd.DataFrame, csv: Path = H100_CSV, reverse: bool = False) -> pd.DataFrame:
     """Every shape of NeuSight's five GPUs predicted on our H100 (``reverse``: our H100's predicted on each of the five,
     the direction of benchmarks/neusight_e2e.py); ``h100`` says whether the H100's latency is >= 0.1 ms."""
     cat = load_catalog()
-    h100 = cat.resolve("H100 SXM5 80GB")
+    h100 = cat.resolve(H100)
     h = h100_latencies(csv)
-    floors = {**harness_floor_ms(long), **harness_floor_ms(h.assign(gpu=h100.name))}
+    floors = floors_ms(long, h)
     theirs, ours = ("t_target_ms", "t_origin_ms") if reverse else ("t_origin_ms", "t_target_ms")
     out = []
     for g, q in long.groupby("gpu"):
-        q = q.rename(columns={"t_ms": theirs}).merge(h.rename(columns={"t_ms": ours}), on=SHAPE)
+        q = q.rename(columns={"t_ms": theirs}).merge(h.drop(columns="gpu").rename(columns={"t_ms": ours}), on=SHAPE)
         pair = (h100, cat.resolve(g)) if reverse else (cat.resolve(g), h100)
         out.append(_scored(q.assign(origin=pair[0].name, target=pair[1].name), *pair, floors))
     d = pd.concat(out, ignore_index=True).merge(h[[*SHAPE, "h100_per_thread"]], on=SHAPE, how="left")
@@ -161,21 +167,19 @@ def outputs_per_thread(kernel: pd.Series, threads: pd.Series) -> pd.Series:
     return tile[0] * tile[1] / threads
 
 
-def h100_kernels(h: pd.DataFrame) -> str:
+def h100_kernels(h: pd.DataFrame, floors: dict[tuple[str, str], float]) -> str:
     """The H100's own kernels of >= 0.1 ms by outputs per thread: its fraction of its sustained FP32 rate (kernel time
-    = latency less its harness floor) and the law's median signed error over the five origins (docs/learned.md)."""
-    h100 = load_catalog().resolve("H100 SXM5 80GB")
-    big = h[h["h100"] == ">= 0.1 ms"]
-    floor = big["op"].map(h[h["origin"] == h["origin"].iloc[0]].groupby("op")["t_target_ms"].min())
-    flops, _ = gemm_flops_bytes(big.b, big.m, big.n, big.k, 4.0)
-    rate = flops / ((big["t_target_ms"] - floor) * 1e9) / h100.extra["fp32_gemm_sustained_tflops"]
-    d = big.assign(rate=rate)
-    one = d[d["origin"] == d["origin"].iloc[0]]  # one row per shape
+    = latency less its harness floor) and the law's median signed error over the five origins (``h``: to_h100)."""
+    lat = h100_latencies()
+    lat = lat[lat["t_ms"] >= HOST_PATH_MS]
+    flops, _ = gemm_flops_bytes(lat.b, lat.m, lat.n, lat.k, 4.0)
+    kernel_ms = lat["t_ms"] - lat["op"].map(lambda op: floors[H100, op])
+    lat = lat.assign(rate=flops / (kernel_ms * 1e9) / load_catalog().resolve(H100).extra["fp32_gemm_sustained_tflops"])
+    signed = h[h["h100"] == ">= 0.1 ms"].groupby(["op", "h100_per_thread"])["law_error"].median()
     out = ["| op | outputs per thread | shapes | H100: median fraction of its sustained rate | law: median signed |",
            "|---|---:|---:|---:|---:|"]
-    for (op, per), g in one.groupby(["op", "h100_per_thread"]):
-        signed = d.loc[(d["op"] == op) & (d["h100_per_thread"] == per), "law_error"].median()
-        out.append(f"| {op} | {per:g} | {len(g)} | {g['rate'].median():.2f} | {100 * signed:+.1f}% |")
+    for (op, per), g in lat.groupby(["op", "h100_per_thread"]):
+        out.append(f"| {op} | {per:g} | {len(g)} | {g['rate'].median():.2f} | {100 * signed[op, per]:+.1f}% |")
     return "\n".join(out) + "\n"
 
 
@@ -210,7 +214,7 @@ def main() -> None:
     h, back = to_h100(long), to_h100(long, reverse=True)
     dev = between_dev(long)
     big = h[h["h100"] == ">= 0.1 ms"]
-    floors = {**harness_floor_ms(long), **harness_floor_ms(h100_latencies().assign(gpu="H100 SXM5 80GB"))}
+    floors = floors_ms(long, h100_latencies())
     floor_line = ("Harness floor h per GPU and op (its set's smallest latency, subtracted from the origin's and added "
                   "to the prediction; module doc): " + ", ".join(f"{g} {op} {1e3 * v:.1f} us"
                                                                 for (g, op), v in sorted(floors.items()))
@@ -225,7 +229,7 @@ def main() -> None:
         table(big.assign(origin_ms=pd.cut(big["t_origin_ms"], ORIGIN_MS).astype(str)), ["origin", "op", "origin_ms"],
               shipped=False),
         "The H100's own kernels (cuBLAS's choice for each shape there; tile and threads from its kernel name and "
-        "launch):\n", h100_kernels(h),
+        "launch):\n", h100_kernels(h, floors),
         "## From our H100 SXM to NeuSight's five GPUs (the direction of benchmarks/neusight_e2e.py), H100 kernels of "
         ">= 0.1 ms\n", table(back[back["h100"] == ">= 0.1 ms"], ["target", "op"], shipped=False),
         "## Between NeuSight's five GPUs (`shipped` = the learned model, trained on them: in sample)\n",
