@@ -338,6 +338,23 @@ def test_simt_gemms_to_an_h100_are_not_moved_as_latency() -> None:
         assert abs(g["law_error"].median()) <= 0.10, origin
 
 
+def test_the_harness_floor_is_per_op() -> None:
+    """Regression (issue 32): the harness floor was the smallest latency of a GPU's whole set, its bmm floor, so every
+    linear row kept 5-43 us of its call's host path as GPU work (NeuSight's smallest linear calls take 46-89 us,
+    the smallest bmm 28-47 us, shapes of 0.01-0.03 MFLOP in both)."""
+    long = pd.DataFrame({"gpu": ["T4"] * 4, "op": ["bmm", "bmm", "linear", "linear"], "t_ms": [0.031, 0.5, 0.051, 0.7]})
+    assert _gemm_bench().harness_floor_ms(long) == {("T4", "bmm"): 0.031, ("T4", "linear"): 0.051}
+
+
+def test_outputs_per_thread_from_kernel_names() -> None:
+    """The diagnostic table's outputs of C per thread: the tile in the kernel's name over its threads per block."""
+    names = pd.Series(["sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x32x8_stage3_warpsize2x2x1_ffma_aligna4",
+                       "maxwell_sgemm_128x64_nn", "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>",
+                       "void magma_sgemmEx_kernel<float, float, float, false, false, 6, 3, 5, 3, 3>(int)"])
+    per = _gemm_bench().outputs_per_thread(names, pd.Series([128, 128, 256, 64]))
+    assert per.iloc[:3].tolist() == [32.0, 64.0, 128.0] and np.isnan(per.iloc[3])
+
+
 # --- issue 32: the power limit ------------------------------------------------------------------------------------
 def _capped(base: str, fractions: list[float]) -> list:
     """What-if entries of ``base`` at each fraction of its power limit (tdp_w), resolved through a user specs file."""
