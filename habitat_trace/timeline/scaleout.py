@@ -23,14 +23,14 @@ from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
 from habitat_trace.scale import collective as C
 from habitat_trace.scale import dataparallel as D
-from habitat_trace.scale.dp_host import HOST_UNIT_NS, ddp_host_slowdown
+from habitat_trace.scale.dp_host import DDP_HOST_CV, HOST_UNIT_NS, ddp_host_slowdown, expected_max_normal
 from habitat_trace.scale.params import COLUMNS, Params, recover
 from habitat_trace.scale.prediction import (COLLECTIVE_SYNTHESIZED, COPY_SYNTHESIZED, KernelFacts, Prediction)
 from habitat_trace.timeline.commstream import add_events
 from habitat_trace.timeline.cpuclock import CpuClock
 from habitat_trace.timeline.intervals import covered, union_length
 from habitat_trace.timeline.joint import replay_ranks
-from habitat_trace.timeline.replay import Timeline
+from habitat_trace.timeline.replay import Timeline, cpu_map
 
 OPTIMIZER_STEP = "Optimizer.step"  # torch.optim's record_function around every optimizer's step()
 # Host time of each added kernel that no fitted host cost covers (scale/dp_host.py): the same host's un-profiled
@@ -120,7 +120,8 @@ def scale_out(tables: Any, prediction: Prediction, so: D.ScaleOut, clock: Option
         clock = clock.delayed(*host_delays(syn, clock, unit_ns))
     joint = replay_ranks([syn.tables], [syn.prediction], [clock])
     if prep.channels > 0:
-        syn = replace(syn, prediction=contend(syn, joint.timelines[0], prep.slowdown, worst_contention))
+        syn = replace(syn, prediction=contend(syn, joint.timelines[0], prep.slowdown, worst_contention,
+                                              joint.clocks[0] or clock))
         joint = replay_ranks([syn.tables], [syn.prediction], [clock])
     return ScaledOut(syn, joint.timelines[0], joint.clocks[0] or clock)
 
@@ -197,7 +198,8 @@ def host_delays(syn: Synthesized, clock: CpuClock, unit_ns: float = HOST_UNIT_NS
     return at, np.maximum(np.rint(np.concatenate((ns, hook_ns))), 0).astype(np.int64)
 
 
-def contend(syn: Synthesized, timeline: Timeline, slowdown: np.ndarray, worst: bool = False) -> Prediction:
+def contend(syn: Synthesized, timeline: Timeline, slowdown: np.ndarray, worst: bool = False,
+            clock: Optional[CpuClock] = None) -> Prediction:
     """The prediction with every compute kernel slowed for the part of it the collectives hold SMs on ``timeline``:
     there it runs as on the target with the collective's channels fewer SMs (``slowdown`` per row: that time over
     its time on all SMs, slowdown_fewer_sms): new = dur x (1 + held share x (slowdown - 1)). Held: from its step's
@@ -209,20 +211,39 @@ def contend(syn: Synthesized, timeline: Timeline, slowdown: np.ndarray, worst: b
     coll = np.zeros(len(gpu), dtype=bool)
     coll[syn.added] = p.method[syn.added] == COLLECTIVE_SYNTHESIZED
     s, e = timeline.gpu_start_ns, timeline.gpu_end_ns
-    overlap = covered(s[coll], e[coll], s, e).astype(np.float64)
+    spin = np.zeros(len(gpu), dtype=np.int64)
+    spin[syn.added] = spin_ns(syn, timeline, clock)
+    overlap = covered(s[coll], e[coll] + spin[coll], s, e).astype(np.float64)
     frac = np.where(coll | (e <= s), 0.0, np.minimum(overlap / np.maximum(e - s, 1), 1.0))
     if coll.any():
         step = gpu[S.STEP].to_numpy()
         first = pd.Series(s[coll]).groupby(step[coll]).min().reindex(step).to_numpy()
-        last = pd.Series(e[coll]).groupby(step[coll]).max().reindex(step).to_numpy()
-        a = np.maximum(s, np.nan_to_num(first, nan=np.inf))
-        b = np.minimum(e, np.nan_to_num(last, nan=-np.inf))
-        held = np.clip((b - a) / np.maximum(e - s, 1), 0.0, 1.0)
-        frac = np.where(coll | (e <= s), 0.0, np.maximum(frac, held))
         if worst:
             frac = np.where(~coll & np.isfinite(first) & (s >= np.nan_to_num(first, nan=np.inf)), 1.0, frac)
     stretched = np.rint(p.dur_ns * (1.0 + frac * (np.asarray(slowdown, dtype=np.float64) - 1.0))).astype(np.int64)
     return replace(p, dur_ns=np.maximum(stretched, p.dur_ns))
+
+
+def spin_ns(syn: Synthesized, timeline: Timeline, clock: Optional[CpuClock] = None) -> np.ndarray:
+    """Per added kernel (plan order): how long a collective is expected to hold its SMs beyond its own transfer,
+    waiting for the slowest peer (0 for the copies). Each rank's host runs its step at a pace that varies with
+    coefficient of variation c (dp_host.DDP_HOST_CV, measured on the solo runs), so t into the step the slowest of N
+    hosts lags this one by c e_N t (e_N: dp_host.expected_max_normal). A collective launched t into the step that
+    waited q in its stream's queue before it started (the GPU was behind the host) starts as late on a peer lagging
+    less than q: it spins only for max(0, c e_N t - q). A GPU-bound step's collectives, queued behind the compute,
+    start together on every rank; a launch-bound step's start when their host issues them and wait for the others."""
+    k = syn.plan.kernels
+    if not len(k):
+        return np.zeros(0, dtype=np.int64)
+    clock = clock or CpuClock.identity()
+    launch = cpu_map(clock(k["launch_ns"].to_numpy(dtype=np.int64)), timeline.breaks)
+    steps = syn.tables.steps[S.TS].to_numpy(dtype=np.int64)
+    step = np.clip(k["step"].to_numpy(dtype=np.int64), 0, max(len(steps) - 1, 0))
+    start = cpu_map(clock(steps[step]), timeline.breaks) if len(steps) else launch
+    lag = DDP_HOST_CV * expected_max_normal(syn.plan.scaleout.world_size) * np.maximum(launch - start, 0)
+    queued = np.maximum(timeline.gpu_start_ns[syn.added] - launch, 0)
+    out = np.maximum(np.rint(lag - queued), 0).astype(np.int64)
+    return np.where(k["collective"].to_numpy() != "", out, 0)
 
 
 def decontended(tables: Any, prediction: Prediction) -> Prediction:
