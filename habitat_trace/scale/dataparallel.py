@@ -290,8 +290,7 @@ def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end:
     hooks cost the host (scale/dp_host.py) at the points they run."""
     so = rows.so
     fsdp2 = so.strategy == FSDP
-    sig = list(zip(f["shape"].tolist(), f["dtype"].tolist()))
-    units, warnings = fsdp_units(sig, so.fsdp_wrap)
+    units, warnings = fsdp_unit_ranges(f, so.fsdp_wrap)
     wire, wire_dtype = _comm_bytes(f["nbytes"].to_numpy(), f["dtype"].to_numpy(), so)
     ready, fwd, nbytes = f["ready_ns"].to_numpy(), f["forward_ns"].to_numpy(), f["nbytes"].to_numpy()
     in_unit = np.zeros(len(f), dtype=bool)
@@ -353,6 +352,12 @@ def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end:
         rows.hook(step, max(bwd_end, last) + 7, H.FSDP2_ROOT_CALLBACK_U, "FSDP2 root post-backward callback")
     rows.wait(step, max(bwd_end, last) + 8, "reduce")
     return warnings
+
+
+def fsdp_unit_ranges(f: pd.DataFrame, wrap: str) -> tuple[list[tuple[int, int]], list[str]]:
+    """FSDP's units over one step's parameters (scale/units.py: shapes, dtypes and the forward op of each)."""
+    shapes = f["shape"].tolist()
+    return fsdp_units(list(zip(shapes, f["dtype"].tolist())), wrap, shapes, f["forward_ns"].tolist())
 
 
 def _copy_out(rows: _Rows, step: int, nbytes: np.ndarray, members: np.ndarray, at: int, what: str) -> None:
