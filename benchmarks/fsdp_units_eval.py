@@ -23,7 +23,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from habitat_trace.ingest.trace import load  # noqa: E402
-from habitat_trace.scale.dataparallel import fsdp_unit_ranges  # noqa: E402
+from habitat_trace.scale.dataparallel import backward_spans, feature_joins, fsdp_unit_ranges  # noqa: E402
 from habitat_trace.scale.params import recover  # noqa: E402
 
 ALL_GATHER, COPY_IN = "FSDP::all_gather", "fsdp::all_gather_copy_in"
@@ -58,9 +58,13 @@ def shard_elements(shape: tuple[int, ...], world: int) -> int:
 
 def inferred_units(single: Path, world: int, wrap: str = "blocks") -> tuple[list[tuple[int, int]], int, int]:
     """([(parameters, shard elements)] per inferred unit in forward order, root parameters, all parameters)."""
-    params = recover(load(single))
-    f = params.of_step(params.steps[-1])
-    units, _ = fsdp_unit_ranges(f, wrap)
+    t = load(single)
+    params = recover(t)
+    step = params.steps[-1]
+    f = params.of_step(step)
+    spans = backward_spans(t)
+    joins = feature_joins(t, step, int(spans.loc[step, "start_ns"])) if step in spans.index else None
+    units, _ = fsdp_unit_ranges(f, wrap, joins)
     shapes = f["shape"].tolist()
     rows = [(b - a, sum(shard_elements(s, world) for s in shapes[a:b])) for a, b in sorted(units, reverse=True)]
     return rows, len(f) - sum(b - a for a, b in units), len(f)

@@ -235,7 +235,7 @@ def plan(tables: Any, params: Params, target: GpuSpec, so: ScaleOut) -> Plan:
         if so.strategy == DDP:
             _ddp_step(rows, step, f, end, int(tables.steps[S.TS].iat[step]) + 1)
         else:
-            warnings += _fsdp_step(rows, step, f, start, end)
+            warnings += _fsdp_step(rows, step, f, start, end, feature_joins(tables, step, start))
             if so.strategy == FSDP:
                 _fsdp2_optimizer(rows, tables, step, len(f))
     if so.strategy != DDP:
@@ -282,7 +282,8 @@ def _ddp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_end: int, fwd_start: 
         rows.copy(step, DDP_COPY_OUT, "gpu_memcpy", DDP_PASS_BYTES * nbytes[i], final + 2 + i, f"bucket to grad {i}")
 
 
-def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end: int) -> list[str]:
+def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end: int,
+               joins: Optional[np.ndarray] = None) -> list[str]:
     """FSDP FULL_SHARD: per unit an all-gather before its forward and before its backward (not the root's: it stays
     unsharded after the forward), a reduce-scatter after its backward; the next unit's backward all-gather prefetched
     at the previous one's pre-backward (BACKWARD_PRE), at most two all-gathers in flight (limit_all_gathers). FSDP2
@@ -290,7 +291,7 @@ def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end:
     hooks cost the host (scale/dp_host.py) at the points they run."""
     so = rows.so
     fsdp2 = so.strategy == FSDP
-    units, warnings = fsdp_unit_ranges(f, so.fsdp_wrap)
+    units, warnings = fsdp_unit_ranges(f, so.fsdp_wrap, joins)
     wire, wire_dtype = _comm_bytes(f["nbytes"].to_numpy(), f["dtype"].to_numpy(), so)
     ready, fwd, nbytes = f["ready_ns"].to_numpy(), f["forward_ns"].to_numpy(), f["nbytes"].to_numpy()
     in_unit = np.zeros(len(f), dtype=bool)
@@ -354,10 +355,36 @@ def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end:
     return warnings
 
 
-def fsdp_unit_ranges(f: pd.DataFrame, wrap: str) -> tuple[list[tuple[int, int]], list[str]]:
-    """FSDP's units over one step's parameters (scale/units.py: shapes, dtypes and the forward op of each)."""
+def fsdp_unit_ranges(f: pd.DataFrame, wrap: str, joins: Optional[np.ndarray] = None
+                     ) -> tuple[list[tuple[int, int]], list[str]]:
+    """FSDP's units over one step's parameters (scale/units.py: shapes, dtypes and the forward op of each; ``joins``:
+    the forward's residual adds and concatenations of feature maps, feature_joins)."""
     shapes = f["shape"].tolist()
-    return fsdp_units(list(zip(shapes, f["dtype"].tolist())), wrap, shapes, f["forward_ns"].tolist())
+    return fsdp_units(list(zip(shapes, f["dtype"].tolist())), wrap, shapes, f["forward_ns"].tolist(), joins)
+
+
+# Where a CNN's feature maps join: a residual add (torchvision ResNet's ``out += identity``, MobileNetV3's and
+# EfficientNet's ``result += input``, ConvNeXt's ``result += input``) or a concatenation (DenseNet's ``torch.cat``
+# before every dense layer): ops of two or more 4-d inputs of one shape, or any 4-d inputs for a cat
+JOIN_ADDS = ("aten::add", "aten::add_")
+JOIN_CATS = ("aten::cat",)
+
+
+def feature_joins(tables: Any, step: int, bwd_start: int) -> np.ndarray:
+    """CPU start times of the step's forward ops that join feature maps (JOIN_ADDS, JOIN_CATS), before its backward."""
+    ops = tables.ops
+    names = ops[S.NAME].to_numpy(dtype=object)
+    ts = ops[S.TS].to_numpy()
+    near = (ops[S.STEP].to_numpy() == step) & (ts < bwd_start) & np.isin(names, JOIN_ADDS + JOIN_CATS)
+    out = []
+    for i in np.flatnonzero(near):
+        dims = ops[S.INPUT_DIMS].iat[i]
+        first = dims[0] if isinstance(dims, (list, tuple)) and dims else None
+        maps = [d for d in (first if names[i] in JOIN_CATS and isinstance(first, (list, tuple)) else dims or [])
+                if isinstance(d, (list, tuple)) and len(d) == 4]
+        if (names[i] in JOIN_CATS and maps) or (len(maps) >= 2 and maps[0] == maps[1]):
+            out.append(int(ts[i]))
+    return np.array(out, dtype=np.int64)
 
 
 def _copy_out(rows: _Rows, step: int, nbytes: np.ndarray, members: np.ndarray, at: int, what: str) -> None:

@@ -1,18 +1,23 @@
 """FSDP's wrapped units, inferred from the parameter list alone (a Kineto trace records no module boundaries).
 
-Contract: ``fsdp_units(signatures, wrap, shapes, forward) -> (units, warnings)``: half-open ranges of positions in the
-gradient-ready order, one per wrapped unit; the positions in no range belong to the root unit. ``wrap="blocks"``, two
-passes, each finding maximal runs of a repeated block (two repeats or more), longest first, then in what remains on
-either side:
+Contract: ``fsdp_units(signatures, wrap, shapes, forward, joins) -> (units, warnings)``: half-open ranges of positions
+in the gradient-ready order, one per wrapped unit; the positions in no range belong to the root unit.
+``wrap="blocks"``, three passes; 1 and 2 find maximal runs of a repeated block (two repeats or more), longest first,
+then in what remains on either side:
 1. blocks of equal (shape, dtype): transformer layers (``ModuleWrapPolicy({Block})``), a CNN's identical residual
    blocks, an MLP's linears;
 2. in what pass 1 left, blocks of equal *structure* at any width (each tensor's rank, kernel size, depthwise flag and
-   dtype; two convolutions or more a block): torchvision's MobileNetV3 ``InvertedResidual``, EfficientNet ``MBConv`` and
-   DenseNet ``_DenseLayer`` are built from per-block channel counts, so their blocks repeat in structure, not shape.
-With ``shapes`` given, a unit holds a weight (a tensor of two dimensions or more) and does not span a break in the
-convolutions' channel chain: each layer (the tensors one forward op uses) feeds the next in the forward order with
-its output channels, except where a concatenation or a branch joins (DenseNet's ``torch.cat`` before every layer,
-ResNet's downsample); the phase of a run is the latest that keeps every repeat whole by that rule.
+   dtype), two convolutions or more a block, one of the run's blocks starting at a break of the channel chain:
+   torchvision builds MobileNetV3's ``InvertedResidual``, EfficientNet's ``MBConv`` and DenseNet's ``_DenseLayer``
+   from per-block channel counts (torchvision/models/mobilenetv3.py ``InvertedResidualConfig.adjust_channels``,
+   efficientnet.py ``_MBConvConfig.adjust_channels``, densenet.py ``num_input_features + i * growth_rate``), so
+   their blocks repeat in structure, not in shape;
+3. a gap between two units with the structure of either is one more unit (a stage's first block).
+With ``shapes`` given, a unit holds a weight (a tensor of two dimensions or more), never a convolution alone, splits
+no convolution layer and spans no break of the channel chain: each layer feeds the next in the forward with its
+output channels (``chain_rules``) except where feature maps join, ``joins``: a residual add (ResNet's ``out +=
+identity``, MBConv's ``result += input``) or a concatenation (DenseNet's ``torch.cat`` before every layer). Of a
+run's phases, the one whose units start at the most breaks, then the latest.
 ``wrap="none"``: no units, the whole model is the root (FSDP without an ``auto_wrap_policy``).
 """
 from __future__ import annotations
@@ -35,57 +40,83 @@ MIN_STRUCTURAL_CONVS = 2
 
 @dataclass(frozen=True)
 class _Rules:
-    """Per position: ``weight`` (1 for a tensor of >= 2 dims: what ``min_weights`` counts), ``brk`` (1 where the channel chain breaks between the
-    tensor before and this one), ``inner`` (1 where this tensor is in the same convolution layer as the one before: no
-    unit starts there); the fewest weights a unit holds."""
+    """Per position: ``weight`` (1 for a tensor of >= 2 dims), ``conv`` (1 for a 4-d weight), ``brk`` (1 where the
+    channel chain breaks between the tensor before and this one; ``marks`` the same with a part's first break kept),
+    ``inner`` (1 where this tensor is in the same convolution layer as the one before: no unit starts there; one more
+    entry, past the end); a unit holds ``min_weights`` of ``weight`` (of ``conv`` with ``by_convs``), and with
+    ``evidence`` a run's units start at a break at least once."""
 
     weight: np.ndarray
+    conv: np.ndarray
     brk: np.ndarray
+    marks: np.ndarray
     inner: np.ndarray
     min_weights: int = 0
-    conv: Optional[np.ndarray] = None  # 1 for a 4-d weight
+    by_convs: bool = False
+    evidence: bool = False
 
     def part(self, lo: int, hi: int, min_weights: Optional[int] = None) -> "_Rules":
         brk = self.brk[lo:hi].copy()
         if len(brk):
             brk[0] = 0  # a break before the part's first tensor is outside it
-        inner = np.concatenate((self.inner[lo:hi], self.inner[hi:hi + 1] if hi < len(self.inner) else [0]))
-        return _Rules(self.weight[lo:hi], brk, inner, self.min_weights if min_weights is None else min_weights,
-                      None if self.conv is None else self.conv[lo:hi])
+        return _Rules(self.weight[lo:hi], self.conv[lo:hi], brk, self.marks[lo:hi], self.inner[lo:hi + 1],
+                      self.min_weights if min_weights is None else min_weights, self.by_convs, self.evidence)
 
-    def convs(self) -> "_Rules":
-        """The same rules counting convolutions (4-d weights) instead of weights."""
-        return _Rules(self.conv, self.brk, self.inner, self.min_weights, self.conv)
+    def structural(self, min_convs: int) -> "_Rules":
+        """Pass 2's rules: ``min_convs`` convolutions a unit, a break at one of a run's unit starts."""
+        return _Rules(self.weight, self.conv, self.brk, self.marks, self.inner, min_convs, True, True)
 
     def whole(self, p: int) -> np.ndarray:
-        """Per start u: [u, u + p) holds enough weights, no break inside, and splits no convolution layer."""
-        w = np.concatenate(([0], np.cumsum(self.weight)))
-        b = np.concatenate(([0], np.cumsum(self.brk)))
-        n = len(self.weight)
-        u = np.arange(n - p + 1)
-        return (w[u + p] - w[u] >= self.min_weights) & (b[u + p] - b[u + 1] == 0) & (self.inner[u] == 0) & \
-            (self.inner[u + p] == 0)
+        """Per start u: [u, u + p) holds enough weights, no break inside, splits no convolution layer, and holds
+        another weight beside any convolution."""
+        w, c, b = (np.concatenate(([0], np.cumsum(x))) for x in (self.weight, self.conv, self.brk))
+        u = np.arange(len(self.weight) - p + 1)
+        counted = (c if self.by_convs else w)[u + p] - (c if self.by_convs else w)[u]
+        # a conv (+ norm) alone is a block's part (Conv2dNormActivation), not a block
+        alone = (c[u + p] - c[u] > 0) & (w[u + p] - w[u] < 2)
+        return (counted >= self.min_weights) & (b[u + p] - b[u + 1] == 0) & (self.inner[u] == 0) & \
+            (self.inner[u + p] == 0) & ~alone
 
 
 def fsdp_units(signatures: Sequence[Hashable], wrap: str = "blocks", shapes: Optional[Sequence[Any]] = None,
-               forward: Optional[Sequence[int]] = None) -> tuple[list[tuple[int, int]], list[str]]:
+               forward: Optional[Sequence[int]] = None, joins: Optional[Sequence[int] | np.ndarray] = None
+               ) -> tuple[list[tuple[int, int]], list[str]]:
     """Unit ranges over ``signatures`` (one per parameter, e.g. (shape, dtype)), and warnings (module doc).
     ``shapes`` (tuples) and ``forward`` (the start of the forward op that used each parameter, -1 unknown) enable
-    the weight and channel-chain rules and pass 2."""
+    the weight and channel-chain rules and pass 2; ``joins``: forward times where feature maps join (a residual add,
+    a concatenation), where the chain breaks too."""
     if wrap == "none" or len(signatures) < MIN_PERIOD * MIN_REPEATS:
         return [], []
     codes = _codes(signatures)
-    rules = None if shapes is None else chain_rules([tuple(s) for s in shapes], forward)
+    rules = None if shapes is None else chain_rules([tuple(s) for s in shapes], forward, joins)
     units: list[tuple[int, int]] = []
     _search(codes, 0, len(codes), units, None if rules is None else rules.part(0, len(codes), 1))
-    if rules is not None:
+    if rules is not None and shapes is not None:
         structure = _codes([_structure(tuple(s), sig) for s, sig in zip(shapes, signatures)])
         for lo, hi in _gaps(units, len(codes)):
-            _search(structure, lo, hi, units, rules.convs(), MIN_STRUCTURAL_CONVS)
+            _search(structure, lo, hi, units, rules.structural(MIN_STRUCTURAL_CONVS))
+        units += _between(units, structure, rules)
     if not units:
         return [], ["no repeated block of parameters found: one FSDP unit (the whole model, as FSDP without an "
                     "auto_wrap_policy)"]
     return sorted(units), []
+
+
+def _between(units: list[tuple[int, int]], structure: np.ndarray, rules: _Rules) -> list[tuple[int, int]]:
+    """Pass 3: a gap between two units that has the structure of either is one more unit (a stage's first block,
+    whose widths differ from its stage's and whose structure its neighbours' runs took: EfficientNet's first MBConv
+    of a stage between two stages' runs)."""
+    spans = sorted(units)
+    out = []
+    for (_, lo), (hi, b) in zip(spans, spans[1:]):
+        if hi <= lo:
+            continue
+        p = hi - lo
+        like = [(a, c) for a, c in ((lo - p, lo), (hi, hi + p)) if (a, c) in spans]
+        if any(np.array_equal(structure[lo:hi], structure[a:c]) for a, c in like) and \
+                rules.structural(MIN_STRUCTURAL_CONVS).part(lo, hi).whole(p)[0]:
+            out.append((lo, hi))
+    return out
 
 
 def _codes(items: Sequence[Hashable]) -> np.ndarray:
@@ -109,12 +140,14 @@ def _gaps(units: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
     return out + ([(at, n)] if at < n else [])
 
 
-def chain_rules(shapes: list[tuple[int, ...]], forward: Optional[Sequence[int]]) -> _Rules:
+def chain_rules(shapes: list[tuple[int, ...]], forward: Optional[Sequence[int]],
+                joins: Optional[Sequence[int] | np.ndarray] = None) -> _Rules:
     """The weight flags and the channel chain's breaks (module doc). A layer is a run of tensors in gradient-ready
     order that one forward op uses (the same ``forward`` start), or a weight with the 1-d tensors beside it of its
     output channels (its bias: under autocast cast by an op of its own; the norm after it, ``_same_layer``). The chain is
     checked only where a convolution (a 4-d weight) is on either side: CNN blocks are a conv/norm chain, while a
-    transformer layer's q/k/v or gate/up projections branch by design."""
+    transformer layer's q/k/v or gate/up projections branch by design. ``joins`` (forward times of residual adds and
+    concatenations of feature maps) break it wherever they fall between two tensors' forward ops."""
     n = len(shapes)
     fwd = np.full(n, -1, dtype=np.int64) if forward is None else np.asarray(forward, dtype=np.int64)
     weight = np.array([len(s) >= 2 for s in shapes], dtype=np.int64)
@@ -135,7 +168,17 @@ def chain_rules(shapes: list[tuple[int, ...]], forward: Optional[Sequence[int]])
         if layer[i] != layer[i - 1]:
             # gradient-ready order runs backward: layer i ran before layer i-1 in the forward, so i feeds i-1
             brk[i] = int(not _feeds(ends[layer[i]], ends[layer[i - 1]]))
-    return _Rules(weight, brk, inner, 0, np.array([len(s) == 4 for s in shapes], dtype=np.int64))
+    if joins is not None and len(joins):
+        # a join between two tensors' forward ops (tensor i ran before tensor i-1) ends a block there, where a
+        # convolution is on either side (a transformer's residual adds fall inside its layers)
+        t = np.sort(np.asarray(joins, dtype=np.int64))
+        conv = np.array([ends[k][2] != "" for k in layer])
+        known = (fwd[1:] >= 0) & (fwd[:-1] >= 0) & (fwd[1:] < fwd[:-1]) & (conv[1:] | conv[:-1])
+        between = np.searchsorted(t, fwd[:-1], "left") > np.searchsorted(t, fwd[1:], "right")
+        joined = known & between
+        brk[1:] |= joined.astype(np.int64)
+        inner[1:n] &= (~joined).astype(np.int64)  # a norm after a join is the next block's (DenseNet's norm1)
+    return _Rules(weight, np.array([len(s) == 4 for s in shapes], dtype=np.int64), brk, brk.copy(), inner)
 
 
 def _same_layer(shapes: list[tuple[int, ...]], fwd: np.ndarray, a: int, b: int, layer: np.ndarray) -> bool:
@@ -164,17 +207,16 @@ def _feeds(src: tuple[int, int, str], dst: tuple[int, int, str]) -> bool:
     return src[1] == dst[0]
 
 
-def _search(codes: np.ndarray, lo: int, hi: int, out: list[tuple[int, int]], rules: Optional[_Rules],
-            min_weights: Optional[int] = None) -> None:
+def _search(codes: np.ndarray, lo: int, hi: int, out: list[tuple[int, int]], rules: Optional[_Rules]) -> None:
     """Best run in codes[lo:hi], its repeats appended to ``out``; then the same left and right of it."""
-    best = best_run(codes[lo:hi], None if rules is None else rules.part(lo, hi, min_weights))
+    best = best_run(codes[lo:hi], None if rules is None else rules.part(lo, hi))
     if best is None:
         return
     start, period, repeats = best
     start += lo
     out.extend((start + r * period, start + (r + 1) * period) for r in range(repeats))
-    _search(codes, lo, start, out, rules, min_weights)
-    _search(codes, start + repeats * period, hi, out, rules, min_weights)
+    _search(codes, lo, start, out, rules)
+    _search(codes, start + repeats * period, hi, out, rules)
 
 
 def _stretches(ok: Optional[np.ndarray], reps: int) -> list[tuple[int, int]]:
@@ -187,7 +229,8 @@ def _stretches(ok: Optional[np.ndarray], reps: int) -> list[tuple[int, int]]:
 
 def best_run(codes: np.ndarray, rules: Optional[_Rules] = None) -> tuple[int, int, int] | None:
     """(start, period, repeats) of the periodic run covering the most positions whose repeats ``rules`` allows as
-    units, None without one. Ties: the shorter period, then the later start. The phase is ambiguous where tensors
+    units, None without one. Ties: the shorter period, then the phase whose units start at the most chain breaks
+    (a block starts where a join or a concat is: DenseNet, a residual MobileNet block), then the later start. The phase is ambiguous where tensors
     beside the run look like a block's ends: a transformer's final norm before its layers in gradient-ready order
     (the later phase is right), a CNN stage's first block after its identical ones (the earlier one is): the later
     phase moves at most period - 1 such tensors (norm weights in the models measured) into the neighbouring unit;
@@ -206,7 +249,10 @@ def best_run(codes: np.ndarray, rules: Optional[_Rules] = None) -> tuple[int, in
                 reps = (length - s) // p
                 for first, count in _stretches(None if whole is None else whole[a + s:a + s + reps * p:p], reps):
                     start = a + s + first * p
-                    key = (count * p, -p, start)
+                    hits = 0 if rules is None else int(rules.marks[start:start + count * p:p].sum())
+                    if rules is not None and rules.evidence and not hits:
+                        continue
+                    key = (count * p, -p, hits, start)
                     if best is None or key > best[0]:
                         best = (key, start, p, count)
     return None if best is None else (int(best[1]), int(best[2]), int(best[3]))
