@@ -1,14 +1,15 @@
 """FSDP's units as scale/units.py infers them from a one-GPU trace, against the units the real FSDP2 run wrapped (issue
-31): the rank traces name every unit in FSDP2's record_functions (``FSDP::all_gather (<module fqn>)``) and list its parameters in the ``fsdp::all_gather_copy_in`` inside it (its first input: one 1-d shard per
-parameter; its second: the unit's flat shard).
+31): the rank traces name every unit in FSDP2's record_functions (``FSDP::all_gather (<module fqn>)``, the root's
+without a name) and list its parameters in the ``fsdp::all_gather_copy_in`` inside it (its first input: one 1-d shard
+per parameter; its second: the gathered buffer).
 
     python benchmarks/fsdp_units_eval.py RUN [RUN ...] [--out /tmp/units.md]
 
-RUN: a folder collect_distributed.py wrote, its traces unpacked under RUN/traces/<workload>/{single,fsdp-w<N>}/. Per
-workload (the first RUN holding it): the real units in forward order (parameters, shard elements), the inferred ones
-(each unit's shard elements computed as FSDP2 shards a parameter: dim 0 split into N chunks of ceil(dim0 / N) rows,
-torch.chunk, _fsdp_param.py), how many real units an inferred one matches exactly (same parameters, same elements),
-and the share of the parameters inside units.
+RUN: a folder collect_distributed.py wrote, its traces unpacked under RUN/traces/<workload>/{single,fsdp-w2}/. Per
+workload (the first RUN holding it): the real units in order of their first all-gather (parameters, shard elements),
+the inferred ones (each unit's shard elements computed as FSDP2 shards a parameter: dim 0 split into N chunks of
+ceil(dim0 / N) rows, torch.chunk in torch/distributed/fsdp/_fully_shard/_fsdp_param.py), how many real units an
+inferred one matches exactly (same parameters, same elements), and each side's root parameters.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from habitat_trace.ingest.trace import load  # noqa: E402
-from habitat_trace.scale.dataparallel import backward_spans, feature_joins, fsdp_unit_ranges  # noqa: E402
+from habitat_trace.scale.dataparallel import step_units  # noqa: E402
 from habitat_trace.scale.params import recover  # noqa: E402
 
 ALL_GATHER, COPY_IN = "FSDP::all_gather", "fsdp::all_gather_copy_in"
@@ -60,11 +61,7 @@ def inferred_units(single: Path, world: int, wrap: str = "blocks") -> tuple[list
     """([(parameters, shard elements)] per inferred unit in forward order, root parameters, all parameters)."""
     t = load(single)
     params = recover(t)
-    step = params.steps[-1]
-    f = params.of_step(step)
-    spans = backward_spans(t)
-    joins = feature_joins(t, step, int(spans.loc[step, "start_ns"])) if step in spans.index else None
-    units, _ = fsdp_unit_ranges(f, wrap, joins)
+    f, units, _ = step_units(t, params, params.steps[-1], wrap)
     shapes = f["shape"].tolist()
     rows = [(b - a, sum(shard_elements(s, world) for s in shapes[a:b])) for a, b in sorted(units, reverse=True)]
     return rows, len(f) - sum(b - a for a, b in units), len(f)

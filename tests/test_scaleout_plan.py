@@ -115,8 +115,7 @@ def test_every_run_becomes_units_longest_first() -> None:
 ])
 def test_units_on_real_traces(name: str, units: int, size: int, root: int, first: int) -> None:
     t = load(TRACES / "h100-sxm" / f"{name}.pt.trace.json.gz")
-    f = recover(t).of_step(1)
-    got, _ = D.fsdp_unit_ranges(f, "blocks", D.feature_joins(t, 1, int(D.backward_spans(t).loc[1, "start_ns"])))
+    f, got, _ = D.step_units(t, recover(t), 1)
     assert len(got) == units and {b - a for a, b in got} == {size} and got[0][0] == first
     assert len(f) - sum(b - a for a, b in got) == root
 

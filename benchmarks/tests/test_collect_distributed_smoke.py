@@ -109,7 +109,7 @@ def test_the_fsdp_units_wrapped_are_the_ones_inferred(collected: Path, workload:
     import torch
 
     from habitat_trace.ingest.trace import load
-    from habitat_trace.scale.dataparallel import backward_spans, feature_joins, fsdp_unit_ranges
+    from habitat_trace.scale.dataparallel import step_units
     from habitat_trace.scale.params import recover
 
     from dist_workloads import WORKLOADS
@@ -117,8 +117,7 @@ def test_the_fsdp_units_wrapped_are_the_ones_inferred(collected: Path, workload:
     path = tmp_path / "single.json.gz"
     path.write_bytes(gzip.compress(json.dumps(_trace(collected, f"{workload}/single/rank0.pt.trace.json")).encode()))
     t = load(path, require_gpu=False)
-    f = recover(t).of_step(0)
-    units, _ = fsdp_unit_ranges(f, "blocks", feature_joins(t, 0, int(backward_spans(t).loc[0, "start_ns"])))
+    _, units, _ = step_units(t, recover(t), 0)
     torch.manual_seed(0)
     work = WORKLOADS[workload](torch.device("cpu"), True)
     wrapped = [m for m in work.model.modules() if work.wrap(m)]

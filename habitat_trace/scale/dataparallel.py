@@ -23,7 +23,7 @@ from habitat_trace.scale import collective as C
 from habitat_trace.scale import dp_host as H
 from habitat_trace.scale.crossarch import dram_efficiency
 from habitat_trace.scale.gpu import GpuSpec
-from habitat_trace.scale.params import COMM_DTYPE, Params
+from habitat_trace.scale.params import COMM_DTYPE, Params, feature_joins
 from habitat_trace.scale.units import fsdp_units
 
 # FSDP is FSDP2 (torch.distributed.fsdp.fully_shard, PyTorch's FSDP since 2.4); FSDP1 the FullyShardedDataParallel
@@ -358,33 +358,18 @@ def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end:
 def fsdp_unit_ranges(f: pd.DataFrame, wrap: str, joins: Optional[np.ndarray] = None
                      ) -> tuple[list[tuple[int, int]], list[str]]:
     """FSDP's units over one step's parameters (scale/units.py: shapes, dtypes and the forward op of each; ``joins``:
-    the forward's residual adds and concatenations of feature maps, feature_joins)."""
+    the forward's residual adds and concatenations of feature maps, params.feature_joins)."""
     shapes = f["shape"].tolist()
     return fsdp_units(list(zip(shapes, f["dtype"].tolist())), wrap, shapes, f["forward_ns"].tolist(), joins)
 
 
-# Where a CNN's feature maps join: a residual add (torchvision ResNet's ``out += identity``, MobileNetV3's and
-# EfficientNet's ``result += input``, ConvNeXt's ``result += input``) or a concatenation (DenseNet's ``torch.cat``
-# before every dense layer): ops of two or more 4-d inputs of one shape, or any 4-d inputs for a cat
-JOIN_ADDS = ("aten::add", "aten::add_")
-JOIN_CATS = ("aten::cat",)
-
-
-def feature_joins(tables: Any, step: int, bwd_start: int) -> np.ndarray:
-    """CPU start times of the step's forward ops that join feature maps (JOIN_ADDS, JOIN_CATS), before its backward."""
-    ops = tables.ops
-    names = ops[S.NAME].to_numpy(dtype=object)
-    ts = ops[S.TS].to_numpy()
-    near = (ops[S.STEP].to_numpy() == step) & (ts < bwd_start) & np.isin(names, JOIN_ADDS + JOIN_CATS)
-    out = []
-    for i in np.flatnonzero(near):
-        dims = ops[S.INPUT_DIMS].iat[i]
-        first = dims[0] if isinstance(dims, (list, tuple)) and dims else None
-        maps = [d for d in (first if names[i] in JOIN_CATS and isinstance(first, (list, tuple)) else dims or [])
-                if isinstance(d, (list, tuple)) and len(d) == 4]
-        if (names[i] in JOIN_CATS and maps) or (len(maps) >= 2 and maps[0] == maps[1]):
-            out.append(int(ts[i]))
-    return np.array(out, dtype=np.int64)
+def step_units(tables: Any, params: Params, step: int, wrap: str = "blocks"
+               ) -> tuple[pd.DataFrame, list[tuple[int, int]], list[str]]:
+    """One step's parameters and the FSDP units plan() infers over them (its unit ranges, warnings)."""
+    f = params.of_step(step)
+    spans = backward_spans(tables)
+    joins = feature_joins(tables, step, int(spans.at[step, "start_ns"])) if step in spans.index else None
+    return (f, *fsdp_unit_ranges(f, wrap, joins))
 
 
 def _copy_out(rows: _Rows, step: int, nbytes: np.ndarray, members: np.ndarray, at: int, what: str) -> None:

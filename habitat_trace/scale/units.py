@@ -144,10 +144,10 @@ def chain_rules(shapes: list[tuple[int, ...]], forward: Optional[Sequence[int]],
                 joins: Optional[Sequence[int] | np.ndarray] = None) -> _Rules:
     """The weight flags and the channel chain's breaks (module doc). A layer is a run of tensors in gradient-ready
     order that one forward op uses (the same ``forward`` start), or a weight with the 1-d tensors beside it of its
-    output channels (its bias: under autocast cast by an op of its own; the norm after it, ``_same_layer``). The chain is
-    checked only where a convolution (a 4-d weight) is on either side: CNN blocks are a conv/norm chain, while a
-    transformer layer's q/k/v or gate/up projections branch by design. ``joins`` (forward times of residual adds and
-    concatenations of feature maps) break it wherever they fall between two tensors' forward ops."""
+    output channels (its bias: under autocast cast by an op of its own; the norm after it, ``_same_layer``). The
+    chain is checked only where a convolution (a 4-d weight) is on either side: CNN blocks are a conv/norm chain,
+    while a transformer layer's q/k/v or gate/up projections branch by design. ``joins`` (forward times of residual
+    adds and concatenations of feature maps) break it wherever they fall between two tensors' forward ops."""
     n = len(shapes)
     fwd = np.full(n, -1, dtype=np.int64) if forward is None else np.asarray(forward, dtype=np.int64)
     weight = np.array([len(s) >= 2 for s in shapes], dtype=np.int64)
@@ -220,7 +220,7 @@ def _search(codes: np.ndarray, lo: int, hi: int, out: list[tuple[int, int]], rul
 
 
 def _stretches(ok: Optional[np.ndarray], reps: int) -> list[tuple[int, int]]:
-    """(first, count) of each maximal stretch of allowed repeats, two or more (all ``reps`` where nothing is checked)."""
+    """(first, count) of each maximal stretch of allowed repeats, two or more (all ``reps`` where none is checked)."""
     if ok is None:
         return [(0, reps)]
     edges = np.flatnonzero(np.diff(np.concatenate(([0], ok.astype(np.int8), [0]))))
@@ -230,11 +230,10 @@ def _stretches(ok: Optional[np.ndarray], reps: int) -> list[tuple[int, int]]:
 def best_run(codes: np.ndarray, rules: Optional[_Rules] = None) -> tuple[int, int, int] | None:
     """(start, period, repeats) of the periodic run covering the most positions whose repeats ``rules`` allows as
     units, None without one. Ties: the shorter period, then the phase whose units start at the most chain breaks
-    (a block starts where a join or a concat is: DenseNet, a residual MobileNet block), then the later start. The phase is ambiguous where tensors
-    beside the run look like a block's ends: a transformer's final norm before its layers in gradient-ready order
-    (the later phase is right), a CNN stage's first block after its identical ones (the earlier one is): the later
-    phase moves at most period - 1 such tensors (norm weights in the models measured) into the neighbouring unit;
-    where the channel chain says where a block ends (``rules``), the phases that split one are not taken."""
+    (a block starts where a join or a concat is: DenseNet's layers, a residual block), then the later start. The
+    phase is ambiguous where tensors beside the run look like a block's ends: a transformer's final norm before its
+    layers in gradient-ready order (the later phase is right; no convolution, so no break says otherwise), a CNN
+    stage's first block after its identical ones (the residual add at each block's end says where it starts)."""
     n = len(codes)
     best: tuple[Any, ...] | None = None
     for p in range(MIN_PERIOD, n // MIN_REPEATS + 1):
