@@ -64,9 +64,9 @@ def test_every_dense_layer_is_a_unit() -> None:
     layers = [_dense_layer(64 + 32 * i) for i in reversed(range(6))]
     units, truth = _units(layers + [_conv_bn(64, 3, 7)], joins=["cat"] * 6 + [""])
     assert units == truth[:6]
-    # without the concatenations, the channel chain alone says where each layer starts (its norm1 takes the
-    # concatenated width, not the 32 channels conv2 gives)
-    assert _units(layers + [_conv_bn(64, 3, 7)])[0] == truth[:6]
+    # the channel chain alone (norm1 takes the concatenated width, not conv2's 32 channels) is no evidence of a
+    # block: without the concatenations pass 2 takes no run
+    assert _units(layers + [_conv_bn(64, 3, 7)])[0] == []
 
 
 def test_inverted_residuals_of_other_widths_are_units() -> None:

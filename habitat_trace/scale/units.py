@@ -7,7 +7,7 @@ then in what remains on either side:
 1. blocks of equal (shape, dtype): transformer layers (``ModuleWrapPolicy({Block})``), a CNN's identical residual
    blocks, an MLP's linears;
 2. in what pass 1 left, blocks of equal *structure* at any width (each tensor's rank, kernel size, depthwise flag and
-   dtype), two convolutions or more a block, one of the run's blocks starting at a break of the channel chain:
+   dtype), two convolutions or more a block, one of the run's blocks starting where feature maps join (below):
    torchvision builds MobileNetV3's ``InvertedResidual``, EfficientNet's ``MBConv`` and DenseNet's ``_DenseLayer``
    from per-block channel counts (torchvision/models/mobilenetv3.py ``InvertedResidualConfig.adjust_channels``,
    efficientnet.py ``_MBConvConfig.adjust_channels``, densenet.py ``num_input_features + i * growth_rate``), so
@@ -17,7 +17,7 @@ With ``shapes`` given, a unit holds a weight (a tensor of two dimensions or more
 no convolution layer and spans no break of the channel chain: each layer feeds the next in the forward with its
 output channels (``chain_rules``) except where feature maps join, ``joins``: a residual add (ResNet's ``out +=
 identity``, MBConv's ``result += input``) or a concatenation (DenseNet's ``torch.cat`` before every layer). Of a
-run's phases, the one whose units start at the most breaks, then the latest.
+run's phases, the one whose units start at the most joins, then the latest.
 ``wrap="none"``: no units, the whole model is the root (FSDP without an ``auto_wrap_policy``).
 """
 from __future__ import annotations
@@ -41,10 +41,11 @@ MIN_STRUCTURAL_CONVS = 2
 @dataclass(frozen=True)
 class _Rules:
     """Per position: ``weight`` (1 for a tensor of >= 2 dims), ``conv`` (1 for a 4-d weight), ``brk`` (1 where the
-    channel chain breaks between the tensor before and this one; ``marks`` the same with a part's first break kept),
+    channel chain breaks between the tensor before and this one; ``marks`` 1 where feature maps join there, kept at
+    a part's first tensor),
     ``inner`` (1 where this tensor is in the same convolution layer as the one before: no unit starts there; one more
     entry, past the end); a unit holds ``min_weights`` of ``weight`` (of ``conv`` with ``by_convs``), and with
-    ``evidence`` a run's units start at a break at least once."""
+    ``evidence`` a run's units start at a join at least once."""
 
     weight: np.ndarray
     conv: np.ndarray
@@ -63,7 +64,7 @@ class _Rules:
                       self.min_weights if min_weights is None else min_weights, self.by_convs, self.evidence)
 
     def structural(self, min_convs: int) -> "_Rules":
-        """Pass 2's rules: ``min_convs`` convolutions a unit, a break at one of a run's unit starts."""
+        """Pass 2's rules: ``min_convs`` convolutions a unit, a join at one of a run's unit starts."""
         return _Rules(self.weight, self.conv, self.brk, self.marks, self.inner, min_convs, True, True)
 
     def whole(self, p: int) -> np.ndarray:
@@ -168,6 +169,7 @@ def chain_rules(shapes: list[tuple[int, ...]], forward: Optional[Sequence[int]],
         if layer[i] != layer[i - 1]:
             # gradient-ready order runs backward: layer i ran before layer i-1 in the forward, so i feeds i-1
             brk[i] = int(not _feeds(ends[layer[i]], ends[layer[i - 1]]))
+    marks = np.zeros(n, dtype=np.int64)
     if joins is not None and len(joins):
         # a join between two tensors' forward ops (tensor i ran before tensor i-1) ends a block there, where a
         # convolution is on either side (a transformer's residual adds fall inside its layers)
@@ -176,9 +178,10 @@ def chain_rules(shapes: list[tuple[int, ...]], forward: Optional[Sequence[int]],
         known = (fwd[1:] >= 0) & (fwd[:-1] >= 0) & (fwd[1:] < fwd[:-1]) & (conv[1:] | conv[:-1])
         between = np.searchsorted(t, fwd[:-1], "left") > np.searchsorted(t, fwd[1:], "right")
         joined = known & between
-        brk[1:] |= joined.astype(np.int64)
+        marks[1:] = joined
+        brk |= marks
         inner[1:n] &= (~joined).astype(np.int64)  # a norm after a join is the next block's (DenseNet's norm1)
-    return _Rules(weight, np.array([len(s) == 4 for s in shapes], dtype=np.int64), brk, brk.copy(), inner)
+    return _Rules(weight, np.array([len(s) == 4 for s in shapes], dtype=np.int64), brk, marks, inner)
 
 
 def _same_layer(shapes: list[tuple[int, ...]], fwd: np.ndarray, a: int, b: int, layer: np.ndarray) -> bool:
@@ -229,8 +232,8 @@ def _stretches(ok: Optional[np.ndarray], reps: int) -> list[tuple[int, int]]:
 
 def best_run(codes: np.ndarray, rules: Optional[_Rules] = None) -> tuple[int, int, int] | None:
     """(start, period, repeats) of the periodic run covering the most positions whose repeats ``rules`` allows as
-    units, None without one. Ties: the shorter period, then the phase whose units start at the most chain breaks
-    (a block starts where a join or a concat is: DenseNet's layers, a residual block), then the later start. The
+    units, None without one. Ties: the shorter period, then the phase whose units start at the most joins (a block
+    starts where a concat or a residual add is: DenseNet's layers, a residual block), then the later start. The
     phase is ambiguous where tensors beside the run look like a block's ends: a transformer's final norm before its
     layers in gradient-ready order (the later phase is right; no convolution, so no break says otherwise), a CNN
     stage's first block after its identical ones (the residual add at each block's end says where it starts)."""
