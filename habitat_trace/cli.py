@@ -46,6 +46,8 @@ WorldSizeOpt = typer.Option(1, "--world-size", metavar="N",
 StrategyOpt = typer.Option("ddp", "--strategy", metavar="ddp|fsdp|fsdp1", help="scale-out: DDP buckets, FSDP2 (fully_shard) or FSDP1 units")
 DDP_BUCKET_MB = 25.0  # scale.dataparallel.DEFAULT_BUCKET_MB, written here so that --help imports no numpy (tested)
 BucketMbOpt = typer.Option(DDP_BUCKET_MB, "--bucket-mb", metavar="MB", help="scale-out: DDP's bucket_cap_mb in MiB")
+FsdpWrapOpt = typer.Option("blocks", "--fsdp-wrap", metavar="blocks|none",
+                           help="scale-out, FSDP: a unit per repeated block (blocks) or the whole model one (none)")
 MeasuredStepOpt = typer.Option(None, "--measured-step", metavar="MS|IT/s",
                                help="your real step without the profiler (training log: 3.1ms or 320it/s): the origin "
                                     "row is then exactly it, and every target's host clock is calibrated to it")
@@ -143,7 +145,7 @@ def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
           nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
           keep_profiler_overhead: bool = KeepOverheadOpt,
           jobs: int = JobsOpt, fmt: str = FormatOpt, world_size: int = WorldSizeOpt, strategy: str = StrategyOpt,
-          bucket_mb: float = BucketMbOpt, measured_step: Optional[str] = MeasuredStepOpt,
+          bucket_mb: float = BucketMbOpt, fsdp_wrap: str = FsdpWrapOpt, measured_step: Optional[str] = MeasuredStepOpt,
           dask: Optional[str] = DaskOpt) -> None:
     """Write the trace as it would run on another GPU (TRACE a directory: every trace in it; the ranks of one
     distributed run are replayed jointly); one report of what was written."""
@@ -190,7 +192,7 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
             nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
             keep_profiler_overhead: bool = KeepOverheadOpt,
             world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt,
-            measured_step: Optional[str] = MeasuredStepOpt, jobs: int = JobsOpt,
+            fsdp_wrap: str = FsdpWrapOpt, measured_step: Optional[str] = MeasuredStepOpt, jobs: int = JobsOpt,
             dask: Optional[str] = DaskOpt) -> None:
     """One run against many GPUs: iteration time, speed-up, cost, memory fit (TRACE a directory of per-rank
     traces: the slowest rank's step after a joint replay; --world-size N: a one-GPU trace as one of N ranks)."""
@@ -209,7 +211,7 @@ def explain(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
             nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
             keep_profiler_overhead: bool = KeepOverheadOpt,
             world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt,
-            measured_step: Optional[str] = MeasuredStepOpt) -> None:
+            fsdp_wrap: str = FsdpWrapOpt, measured_step: Optional[str] = MeasuredStepOpt) -> None:
     """The ops and kernels whose time changes most on the target, and why; per rank, the step before and after
     (TRACE a directory of per-rank traces: with the collectives' transfer time and the wait for the other ranks)."""
     from habitat_trace.commands import explain as cmd

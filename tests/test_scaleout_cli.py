@@ -136,6 +136,7 @@ BAD = [
     (["--world-size", "2", "--bucket-mb", "0"], "--bucket-mb 0"),
     (["--world-size", "2", "--bucket-mb", "nan"], "--bucket-mb nan"),
     (["--world-size", "2", "--nodes", "3"], "--nodes 3"),
+    (["--world-size", "2", "--strategy", "fsdp", "--fsdp-wrap", "layers"], "--fsdp-wrap 'layers'"),
 ]
 
 
@@ -175,6 +176,21 @@ def test_options_are_checked_where_they_are_made() -> None:
     with pytest.raises(HabitatTraceError, match="--nodes 3"):
         pipeline.Options(CATALOG, deployment=pipeline.Deployment(nodes=3), data_parallel=pipeline.DataParallel(2))
     assert not pipeline.DataParallel().active and pipeline.DataParallel(2).plan(pipeline.Deployment()).world_size == 2
+
+
+def test_fsdp_wrap_none_is_one_unit(capsys: pytest.CaptureFixture[str]) -> None:
+    """--fsdp-wrap none: the whole model one unit (fully_shard on the root alone): the MLP fixture's 8 linears,
+    inferred as 8 units, cost 8 units' hooks and all-gathers more than one; the record names the wrap."""
+    rows = {}
+    for wrap in ("blocks", "none"):
+        code, out, _ = _cli(capsys, "compare", str(MLP_FIXTURE), "--to", "H100", "--world-size", "4", "--strategy",
+                            "fsdp", "--fsdp-wrap", wrap, "--format", "json")
+        assert code == 0
+        rows[wrap] = json.loads(out)[0]
+    assert rows["none"]["collectives"] < rows["blocks"]["collectives"]
+    assert rows["none"]["iteration_ms"] < rows["blocks"]["iteration_ms"]
+    dp = pipeline.DataParallel(4, "fsdp", fsdp_wrap="none")
+    assert dp.plan(pipeline.Deployment()).fsdp_wrap == "none"
 
 
 def test_the_cli_default_bucket_is_ddps() -> None:
