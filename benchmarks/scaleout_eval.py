@@ -152,7 +152,7 @@ def evaluate_one(base: Path, mode: str, world: int, scaleout_only: bool = False,
 
 
 def evaluate(folder: Path, only: Optional[str] = None, scaleout_only: bool = False,
-             singles_from: Optional[Path] = None) -> pd.DataFrame:
+             singles_from: Optional[Path] = None, modes: Optional[set[str]] = None) -> pd.DataFrame:
     """Every N-rank row of ``folder``; the one-GPU rows and traces from ``singles_from`` where ``folder`` has none
     (collect_distributed.py --modes fsdp1 alone, run after the full collection on the same host)."""
     rows = rows_of(folder)
@@ -169,7 +169,7 @@ def evaluate(folder: Path, only: Optional[str] = None, scaleout_only: bool = Fal
             single = singles.get(name)
             if mode not in STRATEGY_OF or r["status"] != "ok" or single is None or single["status"] != "ok":
                 continue
-            if only and only not in name:
+            if (only and only not in name) or (modes and mode not in modes):
                 continue
             meas, meas1 = float(r["slowest_rank_ms"]), float(single["slowest_rank_ms"])
             row = {"host": folder.name, "workload": name, "strategy": mode, "world": r["world"],
@@ -320,6 +320,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("folder", type=Path, nargs="?")
     p.add_argument("--out", type=Path, help="markdown file (default: benchmarks/results/scaleout/<folder>.md)")
     p.add_argument("--only", help="workloads whose name contains this")
+    p.add_argument("--modes", help="only these strategies, comma-separated (e.g. fsdp,fsdp1: what FSDP's units move)")
     p.add_argument("--scaleout-only", action="store_true", help="the scale-out from one GPU alone (no joint replay)")
     p.add_argument("--singles-from", type=Path, help="the collection whose one-GPU rows and traces to use")
     p.add_argument("--band", nargs="+", type=Path, metavar="CSV", help="only print the band lines and the "
@@ -330,7 +331,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         pooled = pd.concat([pd.read_csv(f) for f in args.band], ignore_index=True)
         print("\n".join(band_lines(pooled) + reproducibility_lines(pooled)))
         return 0
-    df = evaluate(args.folder, args.only, args.scaleout_only, args.singles_from)
+    modes = set(args.modes.split(",")) if args.modes else None
+    df = evaluate(args.folder, args.only, args.scaleout_only, args.singles_from, modes)
     if not len(df):
         print(f"{args.folder}: no workload with a one-GPU and an N-rank measurement", file=sys.stderr)
         return 1

@@ -1,13 +1,12 @@
 """The Python API, the front door: ``open(path, **options) -> Trace``, a trace file or a directory of one trace per
 rank (pipeline.Run: a file is a run of one rank), with the options every command takes by their keyword
 (pipeline.options.Options.of: ``specs``, ``origin``, ``cpu_speed``, ``keep_profiler_overhead``, ``interconnect``,
-``gpus_per_node``, ``nodes``, ``world_size``, ``strategy``, ``bucket_mb``, ``broadcast_buffers``). A Trace's methods
-return results and
-print nothing: ``inspect`` (the figures of each rank), ``compare`` (a DataFrame, a row per GPU), ``explain``,
-``validate`` (against a measured trace) and ``scale`` (the run as it would run on another GPU: the replayed target
-timeline, the same document ``habitat-trace scale`` writes, with the Prediction that made it); ``.kernels`` /
-``.ops`` are pandas DataFrames with int64 ns times and a ``rank`` column. The commands are these methods and
-their tables.
+``gpus_per_node``, ``nodes``, ``world_size``, ``strategy``, ``bucket_mb``, ``fsdp_wrap``,
+``broadcast_buffers``). A Trace's methods return results and print nothing: ``inspect`` (the figures of each rank),
+``compare`` (a DataFrame, a row per GPU), ``explain``, ``validate`` (against a measured trace) and ``scale`` (the run
+as it would run on another GPU: the replayed target timeline, the same document ``habitat-trace scale`` writes, with
+the Prediction that made it); ``.kernels`` / ``.ops`` are pandas DataFrames with int64 ns times and a ``rank`` column.
+The commands are these methods and their tables.
 
 Examples run as doctests (tests/test_api.py) from the repository root:
 
@@ -65,7 +64,7 @@ def open(path: str | Path, **options: Any) -> "Trace":
     >>> t
     Trace('mlp_b32_fp32.pt.trace.json.gz', gpu='H100 SXM5 80GB', kernels=134, steps=2)
     >>> open("tests/data/mlp_b32_fp32.pt.trace.json.gz", world_size=8, strategy="fsdp").options.data_parallel
-    DataParallel(world_size=8, strategy='fsdp', bucket_mb=25.0)
+    DataParallel(world_size=8, strategy='fsdp', bucket_mb=25.0, fsdp_wrap='blocks', broadcast_buffers=True)
     """
     return Trace.read(path, Options.of(**options))
 
@@ -271,8 +270,8 @@ class Trace:
     def scale(self, to: str = "A100", **options: Any) -> "Trace":
         """The run as it would run on GPU ``to`` (a catalog name or alias), predicted with this trace's options
         changed by ``options`` (open's keywords: e.g. ``cpu_speed``, ``keep_profiler_overhead``, or
-        ``world_size`` > 1, ``strategy``, ``bucket_mb``: a one-GPU trace as one of N data-parallel ranks, the added
-        communication among the kernels). A scaled trace runs on its target, its host as the target's.
+        ``world_size`` > 1, ``strategy``, ``bucket_mb``, ``fsdp_wrap``: a one-GPU trace as one of N data-parallel
+        ranks, the added communication among the kernels). A scaled trace runs on its target, its host as the target's.
 
         >>> t = open("tests/data/mlp_b32_fp32.pt.trace.json.gz")
         >>> l4 = t.scale(to="L4")

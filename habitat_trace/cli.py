@@ -49,6 +49,8 @@ BucketMbOpt = typer.Option(DDP_BUCKET_MB, "--bucket-mb", metavar="MB", help="sca
 BroadcastBuffersOpt = typer.Option(True, "--broadcast-buffers/--no-broadcast-buffers",
                                    help="scale-out: DDP's broadcast_buffers (the module's buffers from rank 0 at each "
                                         "forward, DDP's default)")
+FsdpWrapOpt = typer.Option("blocks", "--fsdp-wrap", metavar="blocks|none",
+                           help="scale-out, FSDP: a unit per repeated block (blocks) or the whole model one (none)")
 MeasuredStepOpt = typer.Option(None, "--measured-step", metavar="MS|IT/s",
                                help="your real step without the profiler (training log: 3.1ms or 320it/s): the origin "
                                     "row is then exactly it, and every target's host clock is calibrated to it")
@@ -146,8 +148,8 @@ def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
           nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
           keep_profiler_overhead: bool = KeepOverheadOpt,
           jobs: int = JobsOpt, fmt: str = FormatOpt, world_size: int = WorldSizeOpt, strategy: str = StrategyOpt,
-          bucket_mb: float = BucketMbOpt, broadcast_buffers: bool = BroadcastBuffersOpt,
-          measured_step: Optional[str] = MeasuredStepOpt,
+          bucket_mb: float = BucketMbOpt, fsdp_wrap: str = FsdpWrapOpt,
+          broadcast_buffers: bool = BroadcastBuffersOpt, measured_step: Optional[str] = MeasuredStepOpt,
           dask: Optional[str] = DaskOpt) -> None:
     """Write the trace as it would run on another GPU (TRACE a directory: every trace in it; the ranks of one
     distributed run are replayed jointly); one report of what was written."""
@@ -194,7 +196,7 @@ def compare(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
             nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
             keep_profiler_overhead: bool = KeepOverheadOpt,
             world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt,
-            broadcast_buffers: bool = BroadcastBuffersOpt,
+            fsdp_wrap: str = FsdpWrapOpt, broadcast_buffers: bool = BroadcastBuffersOpt,
             measured_step: Optional[str] = MeasuredStepOpt, jobs: int = JobsOpt,
             dask: Optional[str] = DaskOpt) -> None:
     """One run against many GPUs: iteration time, speed-up, cost, memory fit (TRACE a directory of per-rank
@@ -214,7 +216,7 @@ def explain(trace: Path = TraceArg, to: List[str] = ToOpt, specs: Optional[Path]
             nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
             keep_profiler_overhead: bool = KeepOverheadOpt,
             world_size: int = WorldSizeOpt, strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt,
-            broadcast_buffers: bool = BroadcastBuffersOpt,
+            fsdp_wrap: str = FsdpWrapOpt, broadcast_buffers: bool = BroadcastBuffersOpt,
             measured_step: Optional[str] = MeasuredStepOpt) -> None:
     """The ops and kernels whose time changes most on the target, and why; per rank, the step before and after
     (TRACE a directory of per-rank traces: with the collectives' transfer time and the wait for the other ranks)."""

@@ -137,6 +137,7 @@ BAD = [
     (["--world-size", "2", "--bucket-mb", "0"], "--bucket-mb 0"),
     (["--world-size", "2", "--bucket-mb", "nan"], "--bucket-mb nan"),
     (["--world-size", "2", "--nodes", "3"], "--nodes 3"),
+    (["--world-size", "2", "--strategy", "fsdp", "--fsdp-wrap", "layers"], "--fsdp-wrap 'layers'"),
 ]
 
 
@@ -194,6 +195,21 @@ def test_no_broadcast_buffers_leaves_ddps_buffer_broadcast_out(capsys: pytest.Ca
     assert api["iteration_ms"].iat[0] == pytest.approx(rows["--no-broadcast-buffers"]["iteration_ms"])
     with pytest.raises(HabitatTraceError, match="broadcast_buffers"):
         pipeline.DataParallel(2, broadcast_buffers="no")  # type: ignore[arg-type]
+
+
+def test_fsdp_wrap_none_is_one_unit(capsys: pytest.CaptureFixture[str]) -> None:
+    """--fsdp-wrap none: the whole model one unit (fully_shard on the root alone): the MLP fixture's 8 linears,
+    inferred as 8 units, cost 8 units' hooks and all-gathers more than one; the record names the wrap."""
+    rows = {}
+    for wrap in ("blocks", "none"):
+        code, out, _ = _cli(capsys, "compare", str(MLP_FIXTURE), "--to", "H100", "--world-size", "4", "--strategy",
+                            "fsdp", "--fsdp-wrap", wrap, "--format", "json")
+        assert code == 0
+        rows[wrap] = json.loads(out)[0]
+    assert rows["none"]["collectives"] < rows["blocks"]["collectives"]
+    assert rows["none"]["iteration_ms"] < rows["blocks"]["iteration_ms"]
+    dp = pipeline.DataParallel(4, "fsdp", fsdp_wrap="none")
+    assert dp.plan(pipeline.Deployment()).fsdp_wrap == "none"
 
 
 def test_the_cli_default_bucket_is_ddps() -> None:

@@ -3,7 +3,9 @@
 Each builder returns a ``Workload``: the model (on its device), a loss closure over fixed random inputs, the
 optimizer, the autocast dtype and the FSDP auto-wrap predicate that matches what habitat-trace infers from a one-GPU
 trace (scale/units.py: every repeated block of parameters is a unit, the rest the root): the transformer layer
-classes, ResNet's identity bottlenecks (those without a downsample), the MLP's linears. A builder raises ``Skip``
+classes, ResNet's identity bottlenecks (those without a downsample), the MLP's linears, the CNN blocks of changing
+width (InvertedResidual, MBConv, _DenseLayer: inferred from their structure and joins, but for a block beside the
+stem or the head). A builder raises ``Skip``
 (with the reason) when transformers or torchvision is missing.
 """
 from __future__ import annotations

@@ -100,23 +100,24 @@ def test_one_trace_per_rank_with_distributed_info(collected: Path) -> None:
 
 @pytest.mark.parametrize("workload", list(NEEDS))
 def test_the_fsdp_units_wrapped_are_the_ones_inferred(collected: Path, workload: str, tmp_path: Path) -> None:
-    """The one-GPU (CPU) trace's parameters give habitat-trace's FSDP units (scale/units.py); the collector's wrap
-    predicate (dist_workloads.py) selects as many modules of the tiny model, with the same parameter counts."""
+    """The one-GPU (CPU) trace's parameters give habitat-trace's FSDP units (scale/units.py, as dataparallel.py calls
+    it); the collector's wrap predicate (dist_workloads.py) selects as many modules of the tiny model, with the same
+    parameter counts."""
     need = NEEDS[workload]
     if need is not None and not HAS[need]:
         pytest.skip(f"{need} is not installed")
     import torch
 
     from habitat_trace.ingest.trace import load
+    from habitat_trace.scale.dataparallel import step_units
     from habitat_trace.scale.params import recover
-    from habitat_trace.scale.units import fsdp_units
 
     from dist_workloads import WORKLOADS
 
     path = tmp_path / "single.json.gz"
     path.write_bytes(gzip.compress(json.dumps(_trace(collected, f"{workload}/single/rank0.pt.trace.json")).encode()))
-    f = recover(load(path, require_gpu=False)).of_step(0)
-    units, _ = fsdp_units(list(zip(f["shape"], f["dtype"])))
+    t = load(path, require_gpu=False)
+    _, units, _ = step_units(t, recover(t), 0)
     torch.manual_seed(0)
     work = WORKLOADS[workload](torch.device("cpu"), True)
     wrapped = [m for m in work.model.modules() if work.wrap(m)]

@@ -111,7 +111,8 @@ def iteration_record(rr: RankReplay) -> dict[str, Any]:
 
 
 def scale_out_record(rr: RankReplay) -> dict[str, Any]:
-    """The scale-out a synthesized rank was built with: ranks, strategy, DDP's bucket caps, the topology priced."""
+    """The scale-out a synthesized rank was built with: ranks, strategy, DDP's bucket caps or FSDP's wrap, the
+    topology priced."""
     plan = rr.scaled_out.synthesized.plan if rr.scaled_out is not None else None
     if plan is None:
         return {}
@@ -119,6 +120,8 @@ def scale_out_record(rr: RankReplay) -> dict[str, Any]:
     out: dict[str, Any] = {"world_size": so.world_size, "strategy": so.strategy}
     if so.strategy == "ddp":
         out.update(bucket_mb=so.bucket_mb, first_bucket_mb=so.first_bucket_mb, broadcast_buffers=so.broadcast_buffers)
+    else:
+        out["fsdp_wrap"] = so.fsdp_wrap
     if topo is not None:
         out.update(nodes=topo.nodes, link=topo.link, intra_gbs=topo.intra_gbs)
     out["no_straggler"] = True  # every rank runs this step: no rank's GPU waits for another's

@@ -19,7 +19,7 @@ from typing import Any, Optional, Sequence
 from habitat_trace.errors import SpecError, UsageError
 from habitat_trace.pipeline.host import Host, step_ms
 from habitat_trace.scale.collective import INTERCONNECTS, with_deployment
-from habitat_trace.scale.dataparallel import DEFAULT_BUCKET_MB, STRATEGIES, ScaleOut
+from habitat_trace.scale.dataparallel import DEFAULT_BUCKET_MB, STRATEGIES, WRAPS, ScaleOut
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.specs import Catalog, load_catalog
 
@@ -54,11 +54,13 @@ class Deployment:
 @dataclass(frozen=True)
 class DataParallel:
     """A one-GPU step predicted as one rank of ``world_size`` (scale/dataparallel.py, timeline/scaleout.py): DDP's
-    gradient buckets of ``bucket_mb`` MiB, or FSDP's units. World size 1 (the default): the trace as recorded."""
+    gradient buckets of ``bucket_mb`` MiB, or FSDP's units (``fsdp_wrap``: each repeated block, scale/units.py, or
+    none: the whole model one unit). World size 1 (the default): the trace as recorded."""
 
     world_size: int = 1
     strategy: str = STRATEGIES[0]
     bucket_mb: float = DEFAULT_BUCKET_MB
+    fsdp_wrap: str = WRAPS[0]
     broadcast_buffers: bool = True  # DDP(broadcast_buffers=...), its default
 
     def __post_init__(self) -> None:
@@ -69,6 +71,9 @@ class DataParallel:
         if not (isinstance(self.bucket_mb, (int, float)) and math.isfinite(self.bucket_mb) and self.bucket_mb > 0):
             raise UsageError(f"--bucket-mb {self.bucket_mb}: give a positive size in MiB, e.g. "
                              f"{DEFAULT_BUCKET_MB:g} (DDP's default)")
+        if self.fsdp_wrap not in WRAPS:
+            raise UsageError(f"--fsdp-wrap {self.fsdp_wrap!r}: choose {' or '.join(WRAPS)} (blocks: a unit per "
+                             "repeated block, as ModuleWrapPolicy over them; none: fully_shard on the root alone)")
         if not isinstance(self.broadcast_buffers, bool):
             raise UsageError(f"broadcast_buffers {self.broadcast_buffers!r}: give True (DDP's default) or False")
 
@@ -79,7 +84,7 @@ class DataParallel:
     def plan(self, deployment: Deployment) -> ScaleOut:
         """The scale-out with the deployment what-ifs (None fields: the target's usual node)."""
         return ScaleOut(self.world_size, self.strategy, float(self.bucket_mb), interconnect=deployment.interconnect,
-                        gpus_per_node=deployment.gpus_per_node, nodes=deployment.nodes,
+                        gpus_per_node=deployment.gpus_per_node, nodes=deployment.nodes, fsdp_wrap=self.fsdp_wrap,
                         broadcast_buffers=self.broadcast_buffers)
 
 
@@ -87,7 +92,8 @@ class DataParallel:
 # catalog by Options.but
 PARTS = {"cpu_speed": "host", "keep_profiler_overhead": "host", "measured_step_ms": "host", "interconnect": "deployment",
          "gpus_per_node": "deployment", "nodes": "deployment", "world_size": "data_parallel",
-         "strategy": "data_parallel", "bucket_mb": "data_parallel", "broadcast_buffers": "data_parallel"}
+         "strategy": "data_parallel", "bucket_mb": "data_parallel", "fsdp_wrap": "data_parallel",
+         "broadcast_buffers": "data_parallel"}
 # "measured_step" is the user's text (--measured-step: ms or it/s), read into the host's measured_step_ms
 KEYWORDS = ("specs", "origin", *(k for k in PARTS if k != "measured_step_ms"), "measured_step")
 
@@ -114,7 +120,8 @@ class Options:
     def of(cls, **keywords: Any) -> "Options":
         """The packaged catalog and the defaults, with ``keywords`` (KEYWORDS): ``specs`` (a catalog TOML added),
         ``origin`` (``--from``: a GPU name, checked against the catalog), ``cpu_speed``, ``keep_profiler_overhead``,
-        ``interconnect``, ``gpus_per_node``, ``nodes``, ``world_size``, ``strategy``, ``bucket_mb``, ``broadcast_buffers``,
+        ``interconnect``, ``gpus_per_node``, ``nodes``, ``world_size``, ``strategy``, ``bucket_mb``, ``fsdp_wrap``,
+        ``broadcast_buffers``,
         ``measured_step`` (the user's un-profiled origin step: ms, "3.1ms" or "320it/s"; pipeline.host.step_ms); None,
         or a keyword left out, is the default."""
         return cls(load_catalog()).but(**keywords)

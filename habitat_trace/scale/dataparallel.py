@@ -23,7 +23,7 @@ from habitat_trace.scale import collective as C
 from habitat_trace.scale import dp_host as H
 from habitat_trace.scale.crossarch import dram_efficiency
 from habitat_trace.scale.gpu import GpuSpec
-from habitat_trace.scale.params import COMM_DTYPE, Params, buffers
+from habitat_trace.scale.params import COMM_DTYPE, Params, buffers, feature_joins
 from habitat_trace.scale.units import fsdp_units
 
 # FSDP is FSDP2 (torch.distributed.fsdp.fully_shard, PyTorch's FSDP since 2.4); FSDP1 the FullyShardedDataParallel
@@ -243,7 +243,7 @@ def plan(tables: Any, params: Params, target: GpuSpec, so: ScaleOut) -> Plan:
             if bufs is not None and len(bufs):
                 _ddp_buffers(rows, step, bufs[bufs["step"].to_numpy() == step], fwd_start)
         else:
-            warnings += _fsdp_step(rows, step, f, start, end)
+            warnings += _fsdp_step(rows, step, f, start, end, feature_joins(tables, step, start))
             if so.strategy == FSDP:
                 _fsdp2_optimizer(rows, tables, step, len(f))
     if so.strategy != DDP:
@@ -310,7 +310,8 @@ def _ddp_buffers(rows: _Rows, step: int, bufs: pd.DataFrame, fwd_start: int) -> 
         rows.copy(step, DDP_BUFFER_COPY, "gpu_memcpy", 2 * float(nbytes), at + 1 + i, f"buffer {i} back")
 
 
-def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end: int) -> list[str]:
+def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end: int,
+               joins: Optional[np.ndarray] = None) -> list[str]:
     """FSDP FULL_SHARD: per unit an all-gather before its forward and before its backward (not the root's: it stays
     unsharded after the forward), a reduce-scatter after its backward; the next unit's backward all-gather prefetched
     at the previous one's pre-backward (BACKWARD_PRE), at most two all-gathers in flight (limit_all_gathers). FSDP2
@@ -318,8 +319,7 @@ def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end:
     hooks cost the host (scale/dp_host.py) at the points they run."""
     so = rows.so
     fsdp2 = so.strategy == FSDP
-    sig = list(zip(f["shape"].tolist(), f["dtype"].tolist()))
-    units, warnings = fsdp_units(sig, so.fsdp_wrap)
+    units, warnings = fsdp_unit_ranges(f, so.fsdp_wrap, joins)
     wire, wire_dtype = _comm_bytes(f["nbytes"].to_numpy(), f["dtype"].to_numpy(), so)
     ready, fwd, nbytes = f["ready_ns"].to_numpy(), f["forward_ns"].to_numpy(), f["nbytes"].to_numpy()
     in_unit = np.zeros(len(f), dtype=bool)
@@ -381,6 +381,23 @@ def _fsdp_step(rows: _Rows, step: int, f: pd.DataFrame, bwd_start: int, bwd_end:
         rows.hook(step, max(bwd_end, last) + 7, H.FSDP2_ROOT_CALLBACK_U, "FSDP2 root post-backward callback")
     rows.wait(step, max(bwd_end, last) + 8, "reduce")
     return warnings
+
+
+def fsdp_unit_ranges(f: pd.DataFrame, wrap: str, joins: Optional[np.ndarray] = None
+                     ) -> tuple[list[tuple[int, int]], list[str]]:
+    """FSDP's units over one step's parameters (scale/units.py: shapes, dtypes and the forward op of each; ``joins``:
+    the forward's residual adds and concatenations of feature maps, params.feature_joins)."""
+    shapes = f["shape"].tolist()
+    return fsdp_units(list(zip(shapes, f["dtype"].tolist())), wrap, shapes, f["forward_ns"].tolist(), joins)
+
+
+def step_units(tables: Any, params: Params, step: int, wrap: str = "blocks"
+               ) -> tuple[pd.DataFrame, list[tuple[int, int]], list[str]]:
+    """One step's parameters and the FSDP units plan() infers over them (its unit ranges, warnings)."""
+    f = params.of_step(step)
+    spans = backward_spans(tables)
+    joins = feature_joins(tables, step, int(spans.at[step, "start_ns"])) if step in spans.index else None
+    return (f, *fsdp_unit_ranges(f, wrap, joins))
 
 
 def _copy_out(rows: _Rows, step: int, nbytes: np.ndarray, members: np.ndarray, at: int, what: str) -> None:

@@ -2,7 +2,8 @@
 made its gradient.
 
 Contract: ``recover(tables) -> Params``: one row per (ProfilerStep, parameter) in the order the gradients became
-ready, or ``TraceFormatError`` (no backward, no shapes). Pure: reads the ingest ``ops`` table only.
+ready, or ``TraceFormatError`` (no backward, no shapes); ``feature_joins(tables, step, bwd_start)``: where the
+step's forward joins feature maps (FSDP's units, scale/units.py). Pure: reads the ingest ``ops`` table only.
 
 Sources, best first (``Params.source`` says which was used; warnings travel with the result):
 1. ``torch::autograd::AccumulateGrad``: the autograd engine runs one per leaf parameter when its gradient is
@@ -246,3 +247,27 @@ def buffers(tables: Any) -> pd.DataFrame:
             rows.append((step, int(np.prod(shape)) * DTYPE_BYTES[dtype], dtype))
         rows.append((step, DTYPE_BYTES[COUNTER_DTYPE], COUNTER_DTYPE))
     return pd.DataFrame(rows, columns=list(BUFFER_COLUMNS))
+
+
+# Where a CNN's feature maps join: a residual add (torchvision ResNet's ``out += identity``, MobileNetV3's and
+# EfficientNet's ``result += input``, ConvNeXt's ``result += input``) or a concatenation (DenseNet's ``torch.cat``
+# before every dense layer): ops of two or more 4-d inputs of one shape, or any 4-d inputs for a cat
+JOIN_ADDS = ("aten::add", "aten::add_")
+JOIN_CATS = ("aten::cat",)
+
+
+def feature_joins(tables: Any, step: int, bwd_start: int) -> np.ndarray:
+    """CPU start times of the step's forward ops that join feature maps (JOIN_ADDS, JOIN_CATS), before its backward."""
+    ops = tables.ops
+    names = ops[S.NAME].to_numpy(dtype=object)
+    ts = ops[S.TS].to_numpy()
+    near = (ops[S.STEP].to_numpy() == step) & (ts < bwd_start) & np.isin(names, JOIN_ADDS + JOIN_CATS)
+    out = []
+    for i in np.flatnonzero(near):
+        dims = ops[S.INPUT_DIMS].iat[i]
+        first = dims[0] if isinstance(dims, (list, tuple)) and dims else None
+        maps = [d for d in (first if names[i] in JOIN_CATS and isinstance(first, (list, tuple)) else dims or [])
+                if isinstance(d, (list, tuple)) and len(d) == 4]
+        if (names[i] in JOIN_CATS and maps) or (len(maps) >= 2 and maps[0] == maps[1]):
+            out.append(int(ts[i]))
+    return np.array(out, dtype=np.int64)
