@@ -244,7 +244,7 @@ def buffers(tables: Any) -> pd.DataFrame:
         step = int(ops[S.STEP].iat[i])
         for k, shape in zip(RUNNING_STATS, stats):
             dtype = str(types[k]) if str(types[k]) in DTYPE_BYTES else "float"
-            rows.append((step, int(np.prod(shape)) * DTYPE_BYTES[dtype], dtype))
+            rows.append((step, int(np.prod(shape or (0,))) * DTYPE_BYTES[dtype], dtype))
         rows.append((step, DTYPE_BYTES[COUNTER_DTYPE], COUNTER_DTYPE))
     return pd.DataFrame(rows, columns=list(BUFFER_COLUMNS))
 
