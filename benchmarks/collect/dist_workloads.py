@@ -320,6 +320,40 @@ def qwen2(dev: torch.device, tiny: bool) -> Workload:
     return _hf(dev, tiny, cfg, tr.Qwen2ForCausalLM, Qwen2DecoderLayer, (4, 1024), torch.bfloat16)
 
 
+def resnext(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision ResNeXt-50 32x4d (25M, grouped 3x3 convolutions, 53 BatchNorms), batch 32, fp32 (TF32 off), SGD
+    with momentum; its identity bottlenecks are the units, as ResNet-50's."""
+    tvm = _torchvision_models()
+    from torchvision.models.resnet import Bottleneck
+
+    return _vision(dev, tiny, tvm.resnext50_32x4d(weights=None), 32, None,
+                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                   lambda m: isinstance(m, Bottleneck) and m.downsample is None, tiny_px=32)
+
+
+def shufflenet(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision ShuffleNetV2 x1.0 (2.3M, channel split and shuffle, 56 BatchNorms), batch 128, bf16 autocast, SGD
+    with momentum: a launch-bound CNN; InvertedResidual (ShuffleNet's) is the unit."""
+    tvm = _torchvision_models()
+    from torchvision.models.shufflenetv2 import InvertedResidual
+
+    return _vision(dev, tiny, tvm.shufflenet_v2_x1_0(weights=None), 128, torch.bfloat16,
+                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), lambda m: isinstance(m, InvertedResidual))
+
+
+def mistral(dev: torch.device, tiny: bool) -> Workload:
+    """HF Mistral decoder (d 1024, 8 layers, 16 heads, 4 KV heads, SwiGLU 3584, sliding window 512, vocab 32000),
+    batch 4 x 1024, bf16 autocast, AdamW; MistralDecoderLayer is the unit."""
+    tr = _transformers()
+    from transformers.models.mistral.modeling_mistral import MistralDecoderLayer
+
+    size = dict(TINY_HF, num_attention_heads=4, num_key_value_heads=2) if tiny else dict(
+        hidden_size=1024, intermediate_size=3584, num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=4,
+        vocab_size=32000, max_position_embeddings=1024, sliding_window=512)
+    cfg = tr.MistralConfig(**size, attn_implementation="sdpa")
+    return _hf(dev, tiny, cfg, tr.MistralForCausalLM, MistralDecoderLayer, (4, 1024), torch.bfloat16)
+
+
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
     "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp, "resnet50_b32_cl_amp": resnet50_amp,
@@ -333,6 +367,8 @@ WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "swin_t_b32_amp": swin, "densenet121_b32_fp32": densenet, "t5_small_b8_s512_amp": t5,
     # held out of every choice of the 2026-11-27 afternoon session (added before any of it; evaluated after it)
     "vgg16_bn_b32_amp": vgg16_bn, "regnet_y1_6gf_b64_fp32": regnet, "qwen2_d896_l12_b4_s1024_amp": qwen2,
+    # held out of every choice of the session (added after its changes were scored, before they were tested on these)
+    "resnext50_b32_fp32": resnext, "shufflenet_v2_b128_amp": shufflenet, "mistral_d1024_l8_b4_s1024_amp": mistral,
 }
 
 
