@@ -307,7 +307,7 @@ def python_event_count(events: Iterable[Any]) -> int:
     (ingest.events.Events.text_count)."""
     count = getattr(events, "text_count", None)
     if count is not None:
-        return int(count(b'"python_function"'))
+        return int(count(S.PYTHON_TOKEN))
     return sum(1 for e in events if isinstance(e, dict) and e.get("cat") == S.CAT_PYTHON)
 
 
