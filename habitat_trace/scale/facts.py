@@ -5,6 +5,7 @@ Pure functions of the ingest tables and two GpuSpecs; scale/engine.py, scale/ven
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Optional, TypeVar
 
@@ -175,8 +176,10 @@ def _trace_shapes(trace: Tables) -> TraceShapes:
 def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
     """``names.str.contains(pattern)`` as a bool array, the regex run once per distinct name (a few
     hundred kernel names repeat over a million events)."""
-    codes, uniques = pd.factorize(names)
-    hit = np.append(np.asarray(uniques.astype(str).str.contains(pattern, regex=True), dtype=bool), False)
+    # an object array hashes 2x faster than the "str" column itself (pandas' python-backed strings)
+    codes, uniques = pd.factorize(names.to_numpy(dtype=object))
+    rx = re.compile(pattern)  # what str.contains(regex=True) runs on each
+    hit = np.append(np.array([rx.search(str(u)) is not None for u in uniques], dtype=bool), False)
     return hit[codes]  # code -1 (a missing name) picks the appended False
 
 

@@ -168,7 +168,7 @@ def blocking_calls(trace: Any) -> tuple[np.ndarray, dict[int, int]]:
     rows = np.flatnonzero(has)
     first = np.sort(np.unique(launch[rows], return_index=True)[1])  # each call's first GPU row
     own = dict(zip(launch[rows[first]].tolist(), rows[first].tolist()))
-    codes, names = pd.factorize(gpu[S.NAME])  # the test once per distinct name (a few hundred over 118k rows)
+    codes, names = pd.factorize(gpu[S.NAME].to_numpy(dtype=object))  # the test once per distinct name (a few hundred over 118k rows)
     pageable = np.append(np.array(["-> Pageable" in str(n) for n in names], dtype=bool), False)[codes] & has
     blocking = np.isin(kind, S.BLOCKING_SYNC_KINDS)
     blocking[launch[pageable]] = True

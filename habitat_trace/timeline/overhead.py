@@ -157,7 +157,7 @@ def _has_shapes(ops: pd.DataFrame) -> np.ndarray:
 
 def _starts_with(names: pd.Series, prefix: str) -> np.ndarray:
     """``names.astype(str).str.startswith(prefix)``, judged once per distinct name (a missing one reads "nan")."""
-    codes, uniq = pd.factorize(names)
+    codes, uniq = pd.factorize(names.to_numpy(dtype=object))
     return np.append(np.array([str(u).startswith(prefix) for u in uniq], dtype=bool), False)[codes]
 
 
