@@ -224,7 +224,7 @@ def test_a_number_runs_to_the_first_byte_no_number_holds() -> None:
     buf = np.frombuffer(raw, dtype=np.uint8)
     ends = np.cumsum([len(p) + 1 for p in parts]) - 1
     starts = ends - [len(p) for p in parts]
-    at, end = splice._Keys(buf).number(starts, ends, b'"ts"')
+    at, end = splice._Keys(raw).number(starts, ends, b'"ts"')
     found = [raw[a:b] if a >= 0 else None for a, b in zip(at.tolist(), end.tolist())]
     # a nested key before the event's own, a string time, a bracket in a string before the key: not proven
     assert found == [b"-1.8446744073709552e+19", None, None, None, b"5"]

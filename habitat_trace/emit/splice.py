@@ -30,6 +30,7 @@ from habitat_trace.pipeline.document import OCCUPANCY_KEYS, Rewrite
 
 COLON, QUOTE, COMMA, OPENER, CLOSER = ord(":"), ord('"'), ord(","), ord("{"), ord("}")
 CASE = 0x20  # OR 0x20 maps '[' onto '{'
+MARKS = bytes(int(b in b":[{}") for b in range(256))  # 1 for the bytes _Keys finds: colons, openers, closing braces
 NUMBER = np.zeros(256, dtype=bool)  # the bytes of a JSON number as orjson writes it (1.8446744073709552e+19)
 NUMBER[np.frombuffer(b"0123456789+-.eE", dtype=np.uint8)] = True
 NUMBER_START = np.zeros(256, dtype=bool)
@@ -50,11 +51,10 @@ def spliced(raw: bytes | memoryview, starts: np.ndarray, ends: np.ndarray, first
     """The written bytes of events ``first`` .. (module docstring); ``starts``, ``ends``: each event's bytes in
     ``raw`` (the separators between them are single commas)."""
     raw = bytes(raw)  # a bytes object's slices are made faster than a memoryview's (0.20 against 0.37 s a 1.1M)
-    buf = np.frombuffer(raw, dtype=np.uint8)
     n = len(starts)
     lo, hi = np.searchsorted(r.rows, [first, first + n])
     glo, ghi = np.searchsorted(r.gpu_ev, [first, first + n])
-    keys = _Keys(buf)
+    keys = _Keys(raw)
     rows = r.rows[lo:hi] - first
     ts_at, ts_end = keys.number(starts[rows], ends[rows], b'"ts"')
     timed = r.dur[rows + first] != NO_TIME  # retime sets "dur" only there
@@ -206,9 +206,11 @@ def _splice(raw: bytes, buf: np.ndarray, at: np.ndarray, end: np.ndarray, texts:
 class _Keys:
     """Where a chunk's object keys end (its colons after a quote) and its brackets lie."""
 
-    def __init__(self, buf: np.ndarray) -> None:
-        self.buf = buf
-        marks = np.flatnonzero((buf == COLON) | ((buf | CASE) == OPENER) | (buf == CLOSER))  # one pass for all
+    def __init__(self, raw: bytes) -> None:
+        self.buf = buf = np.frombuffer(raw, dtype=np.uint8)
+        # one C table lookup a byte (bytes.translate, as ingest.scan does) finds them all: 2.5 against 3.4-5.7 ms for
+        # the four numpy passes on a 2 MiB chunk
+        marks = np.flatnonzero(np.frombuffer(raw.translate(MARKS), dtype=bool))
         char = buf[marks]
         colons = marks[(char == COLON) & (marks >= 3)]  # room for {"" before it
         self.colons = colons[buf[colons - 1] == QUOTE]

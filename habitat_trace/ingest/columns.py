@@ -81,17 +81,10 @@ def strings(values: Sequence[Any]) -> np.ndarray:
     Hashing groups values that compare equal (1, 1.0, True; None and nan), so only ints and strings
     take the grouped path; anything else is stringified one by one.
     """
-    types = set(map(type, values))
-    if types == {int}:
-        try:
-            codes, uniq = pd.factorize(np.array(values, dtype=np.int64), sort=False)
-        except OverflowError:
-            return np.array([str(v) for v in values], dtype=object)
-    elif types <= {int, str}:
-        codes, uniq = pd.factorize(pd.Series(values, dtype=object), sort=False, use_na_sentinel=False)
-    else:
-        return np.array([str(v) for v in values], dtype=object)
-    return np.array([str(u) for u in uniq] or [""], dtype=object)[codes]
+    if set(map(type, values)) <= {int, str}:  # an int never equals a str: one dict entry per distinct value
+        text = {v: str(v) for v in set(values)}  # (a dict, not pd.factorize: 5 against 10 ms on 35k Kineto tids)
+        return np.fromiter(map(text.__getitem__, values), dtype=object, count=len(values))
+    return np.array([str(v) for v in values], dtype=object)
 
 
 def us_to_ns(us: np.ndarray) -> np.ndarray:

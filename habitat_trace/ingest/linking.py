@@ -122,8 +122,8 @@ def enclosing_op(ops: pd.DataFrame, parent: np.ndarray, pid: pd.Series, tid: pd.
 
 def thread_codes(pid: pd.Series, tid: pd.Series) -> np.ndarray:
     """One integer per distinct (pid, tid) pair (hashing, no string building)."""
-    p = pd.factorize(pid)[0]
-    t = pd.factorize(tid)[0]
+    p = pd.factorize(pid.to_numpy(dtype=object))[0]  # an object array hashes 2x faster than a "str" column
+    t = pd.factorize(tid.to_numpy(dtype=object))[0]
     return p.astype(np.int64) * (int(t.max(initial=0)) + 1) + t
 
 

@@ -210,9 +210,12 @@ def gc_paused() -> Iterator[None]:
 
 
 def _chunks(events: Sequence[Any], path: Path, stamp: Optional[FileStamp]) -> Iterator[tuple[int, list[Any]]]:
-    """The events' chunks; after the last, their bytes are dropped when ``path`` holds them (``stamp``)."""
+    """The events' chunks; after the last, their bytes are dropped when ``path`` holds them (``stamp``), once the
+    python_function events are counted in them (what the overhead estimate asks of every trace: from memory, not from
+    the file again)."""
     yield from event_chunks(events)
     if stamp is not None and isinstance(events, Events):
+        events.text_count(S.PYTHON_TOKEN)
         events.release(path, stamp)
 
 

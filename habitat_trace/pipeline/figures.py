@@ -166,10 +166,11 @@ def steady_iteration(fig: pd.DataFrame, has_steps: bool = True, keep: Optional[n
     """(iteration_ms, gpu_busy_ms) from a step-figures table (timeline.steps) by iteration_figures' rule; also
     for a timeline already written, e.g. a predicted trace that validate reads back. ``keep``: the steps to read
     (``steady_steps`` of the tables), the steady ones by number when None."""
-    if has_steps:
-        fig = fig[_read(fig, keep)]
     cpu_ns = (fig["cpu_ns"] if has_steps else fig["gpu_span_ns"]).to_numpy().astype(np.float64)
     busy_ns = fig["gpu_busy_ns"].to_numpy().astype(np.float64)
+    if has_steps:  # the rows read, as arrays (a DataFrame of them cost more than the figure: three a target)
+        rows = _read(fig, keep)
+        cpu_ns, busy_ns = cpu_ns[rows], busy_ns[rows]
     return max(float(cpu_ns.mean()), float(busy_ns.mean())) / 1e6, float(busy_ns.mean()) / 1e6
 
 
@@ -184,6 +185,5 @@ def iteration_and_fastest(tables: Tables, timeline: Timeline, keep: Optional[np.
         it = steady_iteration(fig, has_steps=False)[0]
         return it, it
     keep = _read(fig, steady_steps(tables) if keep is None else keep)
-    rows = fig[keep]
-    fastest = float(np.maximum(rows["cpu_ns"].to_numpy(), rows["gpu_busy_ns"].to_numpy()).min()) / 1e6
+    fastest = float(np.maximum(fig["cpu_ns"].to_numpy()[keep], fig["gpu_busy_ns"].to_numpy()[keep]).min()) / 1e6
     return steady_iteration(fig, keep=keep)[0], fastest

@@ -78,8 +78,10 @@ fitted per GPU. P was chosen on the timm dev split and NeuSight's dev GPUs (docs
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from habitat_trace.scale import wave
 from habitat_trace.scale.gpu import GpuSpec
@@ -242,8 +244,8 @@ def dram_efficiencies(origin: GpuSpec, target: GpuSpec) -> tuple[float, float]:
 
 def _compute_ns(work: Work, ro: Rates, rt: Rates, t_o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Compute time on either GPU: FLOPs at the pipe's sustained rate and last-wave efficiency (ns)."""
-    r_o = np.array([ro.pipe_tflops(p) for p in work.pipe], float) * 1e3  # FLOP/ns
-    r_t = np.array([rt.pipe_tflops(p) for p in work.pipe_target], float) * 1e3
+    r_o = _pipe_rates(ro, work.pipe) * 1e3  # FLOP/ns
+    r_t = _pipe_rates(rt, work.pipe_target) * 1e3
     flops = np.asarray(work.flops, float)
     c_o = flops / (r_o * wave_efficiency(work.tiles, ro.sms))
     c_t = flops / (r_t * wave_efficiency(work.tiles, rt.sms))
@@ -251,6 +253,12 @@ def _compute_ns(work: Work, ro: Rates, rt: Rates, t_o: np.ndarray) -> tuple[np.n
     c_o = np.where(unknown, work.compute_default * t_o, c_o)
     c_t = np.where(unknown, c_o * r_o / r_t, c_t)
     return c_o, c_t
+
+
+def _pipe_rates(r: Rates, pipes: Any) -> np.ndarray:
+    """``[r.pipe_tflops(p) for p in pipes]`` as float64, looked up once per distinct pipe (a few over every kernel)."""
+    codes, uniq = pd.factorize(np.asarray(pipes, dtype=object), use_na_sentinel=False)
+    return np.array([r.pipe_tflops(p) for p in uniq], dtype=float)[codes]
 
 
 def _norm(*xs: np.ndarray) -> np.ndarray:

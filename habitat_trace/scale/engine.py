@@ -81,7 +81,7 @@ def _predict(trace: Tables, origin: GpuSpec, target: GpuSpec) -> Prediction:
     dur = np.maximum(np.rint(t_t), 1).astype(np.int64)
     if origin.vendor == "amd":  # the occupancy rules ran without registers: say so where nothing else is said
         reason[(g[S.REGISTERS].to_numpy() < 0) & (reason == "")] = vendor.ROCM_REASON
-    is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
+    is_copy = derived(trace, _copies)[0]
     warnings = (*_warnings(no_params, is_copy), *_precision_warnings(facts, substituted, t_o, origin, target),
                 *_shape_warnings(trace))
     return Prediction(origin, target, dur, method, reason, warnings=warnings, facts=facts)
@@ -96,8 +96,7 @@ def _finish(trace: Tables, origin: GpuSpec, target: GpuSpec, facts: KernelFacts,
     the target substitutes says so. Returns the times and the substituted kernels."""
     g = trace.gpu
     t_o = g[S.DUR].to_numpy().astype(np.float64)
-    is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
-    host_copy = is_copy & name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
+    is_copy, host_copy = derived(trace, _copies)
     method[is_copy], reason[is_copy] = COPY, ""  # no grid: the bandwidth rule is theirs, not a fallback
     twin = (twins(trace) != np.arange(len(g))) & ~is_copy
     reason[twin] = [r + "; " * bool(r) + TWIN_REASON for r in reason[twin]]
@@ -139,8 +138,7 @@ def _cross_vendor(trace: Tables, origin: GpuSpec, target: GpuSpec, facts: Kernel
     g = trace.gpu
     t_o = g[S.DUR].to_numpy().astype(np.float64)
     t_t, method, reason = vendor.cross_vendor(g, facts, origin, target)
-    is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
-    host_copy = is_copy & name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
+    is_copy, host_copy = derived(trace, _copies)
     t_t = np.where(is_copy, np.where(host_copy, t_o, t_o * facts.bw_origin / facts.bw_target), t_t)
     method[is_copy] = COPY
     reason[is_copy] = ""
@@ -273,3 +271,14 @@ def _shape_warnings(trace: Tables) -> tuple[str, ...]:
     return ()
 
 
+
+
+def _copies(trace: Tables) -> tuple[np.ndarray, np.ndarray]:
+    """(copies and sets, the host copies among them): the same for every target, built once per trace
+    (Tables.derived; scale --to all asked for them 52 times)."""
+    g = trace.gpu
+    is_copy = (g[S.CAT] != S.CAT_KERNEL).to_numpy()
+    is_copy.setflags(write=False)
+    host_copy = is_copy & name_matches(g[S.NAME], "HtoD|DtoH|HtoH|PtoP")
+    host_copy.setflags(write=False)
+    return is_copy, host_copy

@@ -5,6 +5,7 @@ Pure functions of the ingest tables and two GpuSpecs; scale/engine.py, scale/ven
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Optional, TypeVar
 
@@ -175,8 +176,10 @@ def _trace_shapes(trace: Tables) -> TraceShapes:
 def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
     """``names.str.contains(pattern)`` as a bool array, the regex run once per distinct name (a few
     hundred kernel names repeat over a million events)."""
-    codes, uniques = pd.factorize(names)
-    hit = np.append(np.asarray(uniques.astype(str).str.contains(pattern, regex=True), dtype=bool), False)
+    # an object array hashes 2x faster than the "str" column itself (pandas' python-backed strings)
+    codes, uniques = pd.factorize(names.to_numpy(dtype=object))
+    rx = re.compile(pattern)  # what str.contains(regex=True) runs on each
+    hit = np.append(np.array([rx.search(str(u)) is not None for u in uniques], dtype=bool), False)
     return hit[codes]  # code -1 (a missing name) picks the appended False
 
 
@@ -286,14 +289,15 @@ def per_op(op: np.ndarray, of: Callable[[int], T], columns: tuple[np.ndarray, ..
     ``columns`` values. ingest keeps one object for equal op names and shape lists (tables._shared: a step's shapes
     repeat every step), so the objects' identities find the ops that cost the same; ``of`` must be a pure function
     of those columns."""
-    out: dict[int, T] = {}
-    seen: dict[tuple[int, ...], T] = {}
-    for o in np.unique(op[op >= 0]).tolist():
-        key = tuple(id(c[o]) for c in columns)
-        if key not in seen:
-            seen[key] = of(o)
-        out[o] = seen[key]
-    return out
+    ops = np.unique(op[op >= 0])
+    if not len(ops):
+        return {}
+    # each op's key as a row of its objects' ids; np.unique's first index of each key is the lowest op row that has
+    # it, the one the loop over the ops computed before (0.35 s of Python a call on issue 34's 130k ops)
+    ids = np.stack([np.fromiter(map(id, c[ops]), dtype=np.int64, count=len(ops)) for c in columns], axis=1)
+    _, first, group = np.unique(ids, axis=0, return_index=True, return_inverse=True)
+    values = [of(o) for o in ops[first].tolist()]
+    return dict(zip(ops.tolist(), map(values.__getitem__, group.ravel().tolist())))
 
 
 def in_place_bytes(trace: Tables) -> np.ndarray:

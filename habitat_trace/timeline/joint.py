@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.ingest import schema as S
+from habitat_trace.ingest.trace import derived
 from habitat_trace.scale.prediction import Prediction
 from habitat_trace.timeline import overhead, summary
 from habitat_trace.timeline.cpuclock import CpuClock
@@ -196,22 +197,45 @@ def queue_delays(tables: Any, timeline: Timeline) -> tuple[np.ndarray, np.ndarra
     """(origin end of each launch call that a full launch queue would block, the host time it adds) on the
     replayed ``timeline`` (overhead.queue_delay_ns: a launch waits while its stream holds LAUNCH_QUEUE_DEPTH
     pending launches; the host carries the delay). Empty when no queue fills."""
-    g, calls = tables.gpu, tables.calls
-    launch = g[S.LAUNCH].to_numpy()
-    has = launch >= 0
-    # one queue entry per launch call (a CUDA-graph launch runs many kernels): its first row's stream, and the
-    # slot frees when its last kernel ends
-    calls_used, first = np.unique(launch[has], return_index=True)
-    if len(calls_used) <= overhead.LAUNCH_QUEUE_DEPTH:
+    q = derived(tables, _queue_layout)
+    if q is None:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    rows = np.flatnonzero(has)[first]
-    end = pd.Series(timeline.gpu_end_ns[has]).groupby(launch[has]).max().reindex(calls_used).to_numpy()
-    call_ev = calls[S.EVENT].to_numpy()[calls_used]
-    issued = timeline.ts_ns[call_ev] + timeline.dur_ns[call_ev]  # the launch call's replayed return
+    end = np.maximum.reduceat(timeline.gpu_end_ns[q.by_call], q.firsts)  # each call's last kernel end
+    issued = timeline.ts_ns[q.call_ev] + timeline.dur_ns[q.call_ev]  # the launch call's replayed return
     order = np.argsort(issued, kind="stable")
-    rows, issued, end, used = rows[order], issued[order], end[order], calls_used[order]
-    stream = (g[S.DEVICE].to_numpy()[rows] << 32) + g[S.STREAM].to_numpy()[rows]
+    issued, end, used, stream = issued[order], end[order], q.calls_used[order], q.stream[order]
     total = overhead.queue_delay_ns(issued, end, stream)
     steps = np.diff(total, prepend=0)  # total is non-decreasing: the host carries each delay forward
     hit = np.flatnonzero(steps > 0)
-    return calls[S.END].to_numpy()[used[hit]], steps[hit]
+    return q.call_end[used[hit]], steps[hit]
+
+
+@dataclass(frozen=True)
+class _QueueLayout:
+    """What queue_delays reads of a trace that no replay changes (built once per trace: Tables.derived): the launch
+    calls used (ascending), the event of each, its first row's (device, stream), the rows grouped by call and where
+    each call's group starts, and every call's origin end."""
+
+    calls_used: np.ndarray
+    call_ev: np.ndarray
+    stream: np.ndarray
+    by_call: np.ndarray
+    firsts: np.ndarray
+    call_end: np.ndarray
+
+
+def _queue_layout(tables: Any) -> Optional[_QueueLayout]:
+    """None where no queue can fill (no more launch calls than the queue holds)."""
+    g, calls = tables.gpu, tables.calls
+    launch = g[S.LAUNCH].to_numpy()
+    has = np.flatnonzero(launch >= 0)
+    # one queue entry per launch call (a CUDA-graph launch runs many kernels): its first row's stream, and the
+    # slot frees when its last kernel ends
+    by_call = has[np.argsort(launch[has], kind="stable")]
+    calls_used, firsts = np.unique(launch[by_call], return_index=True)
+    if len(calls_used) <= overhead.LAUNCH_QUEUE_DEPTH:
+        return None
+    rows = by_call[firsts]  # stable: each call's first row
+    stream = (g[S.DEVICE].to_numpy()[rows] << 32) + g[S.STREAM].to_numpy()[rows]
+    return _QueueLayout(calls_used, calls[S.EVENT].to_numpy()[calls_used], stream, by_call, firsts,
+                        calls[S.END].to_numpy())

@@ -96,7 +96,9 @@ class Linker:
         self.stream_code = stream_code
         self.sync_args = _cuda_sync_args(trace)
         calls = trace.calls
-        self.corr_row = {int(c): i for i, c in enumerate(calls[S.CORRELATION].to_numpy()) if c >= 0}
+        corr = calls[S.CORRELATION].to_numpy()
+        rows = np.flatnonzero(corr >= 0)
+        self.corr_row = dict(zip(corr[rows].tolist(), rows.tolist()))  # a repeated id: its last row, as before
         self.device = int(trace.gpu[S.DEVICE].mode().iloc[0]) if len(trace.gpu) else 0
         self.corr = calls[S.CORRELATION].to_numpy()
         rec = np.flatnonzero((calls[S.SYNC_KIND] == "record").to_numpy())
@@ -163,10 +165,11 @@ def blocking_calls(trace: Any) -> tuple[np.ndarray, dict[int, int]]:
     kind = calls[S.SYNC_KIND].to_numpy()
     launch = gpu[S.LAUNCH].to_numpy()
     has = launch >= 0
-    own: dict[int, int] = {}
-    for row, call in zip(np.flatnonzero(has), launch[has]):
-        own.setdefault(int(call), int(row))
-    pageable = gpu[S.NAME].str.contains("-> Pageable", regex=False).to_numpy() & has
+    rows = np.flatnonzero(has)
+    first = np.sort(np.unique(launch[rows], return_index=True)[1])  # each call's first GPU row
+    own = dict(zip(launch[rows[first]].tolist(), rows[first].tolist()))
+    codes, names = pd.factorize(gpu[S.NAME].to_numpy(dtype=object))  # the test once per distinct name (a few hundred over 118k rows)
+    pageable = np.append(np.array(["-> Pageable" in str(n) for n in names], dtype=bool), False)[codes] & has
     blocking = np.isin(kind, S.BLOCKING_SYNC_KINDS)
     blocking[launch[pageable]] = True
     return np.flatnonzero(blocking), own
@@ -174,7 +177,12 @@ def blocking_calls(trace: Any) -> tuple[np.ndarray, dict[int, int]]:
 
 def stream_codes(gpu: pd.DataFrame) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
     """Integer code per (device, stream) of each GPU row."""
-    keys = list(zip(gpu[S.DEVICE].tolist(), gpu[S.STREAM].tolist()))
-    codes: dict[tuple[int, int], int] = {}
-    out = np.fromiter((codes.setdefault(k, len(codes)) for k in keys), dtype=np.int64, count=len(keys))
-    return out, codes
+    pairs = np.stack((gpu[S.DEVICE].to_numpy(dtype=np.int64), gpu[S.STREAM].to_numpy(dtype=np.int64)), axis=1)
+    if not len(pairs):
+        return np.zeros(0, dtype=np.int64), {}
+    _, first, group = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first)  # codes number the pairs in the order they first appear
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    codes = {(d, s): k for k, (d, s) in enumerate(pairs[first[order]].tolist())}
+    return rank[group.ravel()], codes

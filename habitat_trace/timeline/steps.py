@@ -28,36 +28,36 @@ class StepFigures:
 
 
 def step_figures(steps: pd.DataFrame, gpu: pd.DataFrame) -> StepFigures:
-    rows = []
-    start, end = gpu[S.TS].to_numpy(), gpu[S.END].to_numpy()
-    step_col = gpu[S.STEP].to_numpy()
-    if len(steps) == 0:  # whole trace as one pseudo-step
-        keys = [(S.NONE, -1, int(end.max() - start.min()) if len(gpu) else 0)]
-        step_col = np.full(len(gpu), S.NONE)
-    else:
-        keys = list(zip(range(len(steps)), steps[S.STEP_NUMBER].tolist(), steps[S.DUR].tolist()))
-    by_step = np.argsort(step_col, kind="stable")  # each step's GPU rows in row order, found by bisection
-    sorted_steps = step_col[by_step]
-    for row, number, cpu in keys:
-        m = by_step[np.searchsorted(sorted_steps, row, "left"):np.searchsorted(sorted_steps, row, "right")]
-        s, e = start[m], end[m]
-        rows.append({
-            "step": row, "number": int(number), "cpu_ns": int(cpu),
-            "gpu_busy_ns": union_length(s, e),
-            "gpu_span_ns": int(e.max() - s.min()) if len(m) else 0,
-            "kernels": len(m),
-        })
-    return StepFigures(pd.DataFrame(rows))
+    return _figures(steps, steps[S.DUR].to_numpy() if len(steps) else None, gpu[S.TS].to_numpy(),
+                    gpu[S.END].to_numpy(), gpu[S.STEP].to_numpy())
 
 
 def replayed_step_figures(trace: Any, timeline: Timeline) -> StepFigures:
     """Per-step figures on the target: GPU events at their replayed times, ProfilerStep spans (CPU step
     time) as replayed."""
-    # the columns step_figures reads (a copy of the whole GPU table cost more than the figures)
-    gpu = pd.DataFrame({S.TS: timeline.gpu_start_ns, S.END: timeline.gpu_end_ns, S.STEP: trace.gpu[S.STEP].to_numpy()})
+    # arrays, not a GPU table and a steps table retimed: pandas' frames cost more than the figures (scale --to all
+    # asks for three a target)
     steps = trace.steps
-    if len(steps):
-        rows = steps[S.EVENT].to_numpy()
-        ts, dur = timeline.ts_ns[rows], timeline.dur_ns[rows]
-        steps = steps.assign(**{S.TS: ts, S.DUR: dur, S.END: ts + dur})
-    return step_figures(steps, gpu)
+    cpu = timeline.dur_ns[steps[S.EVENT].to_numpy()] if len(steps) else None
+    return _figures(steps, cpu, timeline.gpu_start_ns, timeline.gpu_end_ns, trace.gpu[S.STEP].to_numpy())
+
+
+def _figures(steps: pd.DataFrame, cpu: np.ndarray | None, start: np.ndarray, end: np.ndarray,
+             step_col: np.ndarray) -> StepFigures:
+    """The figures of ``steps`` (their CPU times ``cpu``; None: no steps, the whole trace as one pseudo-step) from
+    the GPU rows' ``start``, ``end`` and step."""
+    if cpu is None:  # whole trace as one pseudo-step
+        keys = [(S.NONE, -1, int(end.max() - start.min()) if len(start) else 0)]
+        step_col = np.full(len(start), S.NONE)
+    else:
+        keys = list(zip(range(len(steps)), steps[S.STEP_NUMBER].tolist(), cpu.tolist()))
+    by_step = np.argsort(step_col, kind="stable")  # each step's GPU rows in row order, found by bisection
+    sorted_steps = step_col[by_step]
+    cols: dict[str, list[int]] = {k: [] for k in ("step", "number", "cpu_ns", "gpu_busy_ns", "gpu_span_ns", "kernels")}
+    for row, number, ns in keys:
+        m = by_step[np.searchsorted(sorted_steps, row, "left"):np.searchsorted(sorted_steps, row, "right")]
+        s, e = start[m], end[m]
+        for k, v in zip(cols, (row, int(number), int(ns), union_length(s, e), int(e.max() - s.min()) if len(m) else 0,
+                               len(m))):
+            cols[k].append(v)
+    return StepFigures(pd.DataFrame(cols))
