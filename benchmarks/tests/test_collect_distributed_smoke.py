@@ -32,7 +32,10 @@ NEEDS = {"gpt2_b8_s1024_amp": "transformers", "llama_d1024_l8_b4_s1024_amp": "tr
          "mobilenet_v3l_b64_fp32": "torchvision", "opt_d768_l12_b4_s512_amp": "transformers",
          "efficientnet_b0_b64_amp": "torchvision", "distilbert_b16_s256_fp32": "transformers",
          "pythia_d768_l12_b4_s1024_amp": "transformers", "swin_t_b32_amp": "torchvision",
-         "densenet121_b32_fp32": "torchvision", "t5_small_b8_s512_amp": "transformers"}
+         "densenet121_b32_fp32": "torchvision", "t5_small_b8_s512_amp": "transformers",
+         "vgg16_bn_b32_amp": "torchvision", "regnet_y1_6gf_b64_fp32": "torchvision",
+         "qwen2_d896_l12_b4_s1024_amp": "transformers", "resnext50_b32_fp32": "torchvision",
+         "shufflenet_v2_b128_amp": "torchvision", "mistral_d1024_l8_b4_s1024_amp": "transformers"}
 # FSDP2 cannot shard a channels-last parameter (fully_shard: "FSDP does not support non-contiguous parameters yet")
 FSDP2_REFUSES = {"resnet50_b32_cl_amp"}
 
