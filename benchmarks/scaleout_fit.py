@@ -125,7 +125,7 @@ def _buffer_sync(names: np.ndarray, ts: np.ndarray, est: overhead.OverheadEstima
     to the module's first op, the profiler's overhead of every event inside taken out; nparams: the buffers (the
     copies). None where the module has no buffers (the forward opens with a module op)."""
     order = children[np.argsort(ts[children], kind="stable")]
-    sync = [j for j in itertools.takewhile(lambda j: names[j] in BUFFER_SYNC, order)]
+    sync = list(itertools.takewhile(lambda j: names[j] in BUFFER_SYNC, order))
     if not sync or len(sync) == len(order):
         return []
     a, b = int(ts[sync[0]]), int(ts[order[len(sync)]])

@@ -240,7 +240,7 @@ def plan(tables: Any, params: Params, target: GpuSpec, so: ScaleOut) -> Plan:
         if so.strategy == DDP:
             fwd_start = int(tables.steps[S.TS].iat[step]) + 1
             _ddp_step(rows, step, f, end, fwd_start)
-            if bufs is not None and len(bufs):
+            if bufs is not None:
                 _ddp_buffers(rows, step, bufs[bufs["step"].to_numpy() == step], fwd_start)
         else:
             warnings += _fsdp_step(rows, step, f, start, end, feature_joins(tables, step, start))

@@ -271,8 +271,6 @@ def _shape_warnings(trace: Tables) -> tuple[str, ...]:
     return ()
 
 
-
-
 def _copies(trace: Tables) -> tuple[np.ndarray, np.ndarray]:
     """(copies and sets, the host copies among them): the same for every target, built once per trace
     (Tables.derived; scale --to all asked for them 52 times)."""

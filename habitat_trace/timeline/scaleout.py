@@ -202,11 +202,11 @@ def contend(syn: Synthesized, timeline: Timeline, slowdown: np.ndarray, worst: b
             clock: Optional[CpuClock] = None) -> Prediction:
     """The prediction with every compute kernel slowed for the part of it the collectives hold SMs on ``timeline``:
     there it runs as on the target with the collective's channels fewer SMs (``slowdown`` per row: that time over
-    its time on all SMs, slowdown_fewer_sms): new = dur x (1 + held share x (slowdown - 1)). Held: from its step's
-    first collective's start to its last one's end (an NCCL kernel spins on its SMs until every rank has joined, so
-    a real rank's collectives span what a run of one rank shows as gaps between them: docs/distributed.md,
-    "Contention"), and wherever a collective overlaps it outside that. ``worst``: every compute kernel that starts
-    after its step's first collective counts as held throughout."""
+    its time on all SMs, slowdown_fewer_sms): new = dur x (1 + held share x (slowdown - 1)). Held: wherever a
+    collective's kernel overlaps it, each collective held for its transfer and then for its expected spin waiting for
+    the slowest peer (``spin_ns``; an NCCL kernel spins on its SMs until every rank has joined: docs/distributed.md,
+    "Contention"); ``clock``: the host clock the timeline was replayed on. ``worst``: every compute kernel that
+    starts after its step's first collective counts as held throughout."""
     p, gpu = syn.prediction, syn.tables.gpu
     coll = np.zeros(len(gpu), dtype=bool)
     coll[syn.added] = p.method[syn.added] == COLLECTIVE_SYNTHESIZED
@@ -215,11 +215,10 @@ def contend(syn: Synthesized, timeline: Timeline, slowdown: np.ndarray, worst: b
     spin[syn.added] = spin_ns(syn, timeline, clock)
     overlap = covered(s[coll], e[coll] + spin[coll], s, e).astype(np.float64)
     frac = np.where(coll | (e <= s), 0.0, np.minimum(overlap / np.maximum(e - s, 1), 1.0))
-    if coll.any():
+    if worst and coll.any():
         step = gpu[S.STEP].to_numpy()
         first = pd.Series(s[coll]).groupby(step[coll]).min().reindex(step).to_numpy()
-        if worst:
-            frac = np.where(~coll & np.isfinite(first) & (s >= np.nan_to_num(first, nan=np.inf)), 1.0, frac)
+        frac = np.where(~coll & np.isfinite(first) & (s >= np.nan_to_num(first, nan=np.inf)), 1.0, frac)
     stretched = np.rint(p.dur_ns * (1.0 + frac * (np.asarray(slowdown, dtype=np.float64) - 1.0))).astype(np.int64)
     return replace(p, dur_ns=np.maximum(stretched, p.dur_ns))
 
