@@ -354,6 +354,47 @@ def mistral(dev: torch.device, tiny: bool) -> Workload:
     return _hf(dev, tiny, cfg, tr.MistralForCausalLM, MistralDecoderLayer, (4, 1024), torch.bfloat16)
 
 
+def wide_resnet(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision Wide ResNet-50-2 (69M, bottlenecks twice as wide as ResNet-50's, 53 BatchNorms), batch 32, bf16
+    autocast, SGD with momentum; its identity bottlenecks are the units."""
+    tvm = _torchvision_models()
+    from torchvision.models.resnet import Bottleneck
+
+    return _vision(dev, tiny, tvm.wide_resnet50_2(weights=None), 32, torch.bfloat16,
+                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                   lambda m: isinstance(m, Bottleneck) and m.downsample is None, tiny_px=32)
+
+
+def bloom(dev: torch.device, tiny: bool) -> Workload:
+    """HF BLOOM decoder (d 1024, 12 layers, 16 heads, ALiBi positions, fused QKV, GELU MLP 4096, vocab 50257),
+    batch 4 x 512, bf16 autocast, AdamW; BloomBlock is the unit."""
+    tr = _transformers()
+    from transformers.models.bloom.modeling_bloom import BloomBlock
+
+    size = dict(hidden_size=64, n_layer=2, n_head=2, vocab_size=128) if tiny else dict(
+        hidden_size=1024, n_layer=12, n_head=16, vocab_size=50257)
+    cfg = tr.BloomConfig(**size)
+    return _hf(dev, tiny, cfg, tr.BloomForCausalLM, BloomBlock, (4, 512), torch.bfloat16)
+
+
+def electra(dev: torch.device, tiny: bool) -> Workload:
+    """HF ELECTRA discriminator of electra-base's shape (d 768, 12 layers, 12 heads, FFN 3072, vocab 30522; a
+    per-token binary head), batch 16 x 256, fp32 (TF32 off), AdamW; ElectraLayer is the unit."""
+    tr = _transformers()
+    from transformers.models.electra.modeling_electra import ElectraLayer
+
+    size = dict(TINY_HF, num_attention_heads=2, embedding_size=64) if tiny else dict(
+        hidden_size=768, embedding_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+    cfg = tr.ElectraConfig(**size)
+    model = tr.ElectraForPreTraining(cfg).to(dev)
+    b, s = (2, 16) if tiny else (16, 256)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, cfg.vocab_size, (b, s), generator=g).to(dev)
+    labels = torch.randint(0, 2, (b, s), generator=g).to(dev)
+    return Workload(model, lambda m: m(input_ids=ids, labels=labels).loss, _adamw,
+                    lambda m: isinstance(m, ElectraLayer), None, f"{b}x{s}")
+
+
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
     "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp, "resnet50_b32_cl_amp": resnet50_amp,
@@ -369,6 +410,8 @@ WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "vgg16_bn_b32_amp": vgg16_bn, "regnet_y1_6gf_b64_fp32": regnet, "qwen2_d896_l12_b4_s1024_amp": qwen2,
     # held out of every choice of the session (added after its changes were scored, before they were tested on these)
     "resnext50_b32_fp32": resnext, "shufflenet_v2_b128_amp": shufflenet, "mistral_d1024_l8_b4_s1024_amp": mistral,
+    # held out of every choice of the 2026-11-27 evening session (added before any of it)
+    "wide_resnet50_b32_amp": wide_resnet, "bloom_d1024_l12_b4_s512_amp": bloom, "electra_b16_s256_fp32": electra,
 }
 
 

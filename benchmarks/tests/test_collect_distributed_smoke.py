@@ -35,7 +35,9 @@ NEEDS = {"gpt2_b8_s1024_amp": "transformers", "llama_d1024_l8_b4_s1024_amp": "tr
          "densenet121_b32_fp32": "torchvision", "t5_small_b8_s512_amp": "transformers",
          "vgg16_bn_b32_amp": "torchvision", "regnet_y1_6gf_b64_fp32": "torchvision",
          "qwen2_d896_l12_b4_s1024_amp": "transformers", "resnext50_b32_fp32": "torchvision",
-         "shufflenet_v2_b128_amp": "torchvision", "mistral_d1024_l8_b4_s1024_amp": "transformers"}
+         "shufflenet_v2_b128_amp": "torchvision", "mistral_d1024_l8_b4_s1024_amp": "transformers",
+         "wide_resnet50_b32_amp": "torchvision", "bloom_d1024_l12_b4_s512_amp": "transformers",
+         "electra_b16_s256_fp32": "transformers"}
 # FSDP2 cannot shard a channels-last parameter (fully_shard: "FSDP does not support non-contiguous parameters yet")
 FSDP2_REFUSES = {"resnet50_b32_cl_amp"}
 
