@@ -13,8 +13,10 @@ Two sets, every error |predicted / measured - 1| per kernel:
   is what `scale` does there, the learned FP32 model (trained on these five GPUs: in sample, docs/learned.md has its
   leave-one-GPU-out figures).
 `law` is crossarch.predict_ns as the engine calls it for a CUDA-core GEMM kernel whose op recorded its shapes (FLOPs
-2BMNK, bytes A + B + C, 64-wide output tiles), then the engine's roofline floor; beside it the same law with issue
-25's soft split for GEMMs (`soft split`, the law the GEMM regression came with). Only public dev data is read.
+2BMNK, bytes A + B + C, 64-wide output tiles, strided-batched where B > 1), then the engine's roofline floor; beside
+it the law with the origin's kernel carried whole (``same_kernels``: the law before its kernel-choice term, issue 32
+part 3) and with issue 25's soft split for GEMMs (`soft split`, the law the GEMM regression came with). Only public
+dev data is read.
 
 The harness floor (issue 32): every latency of both sets is one op timed between CUDA events (NeuSight's
 neusight/Dataset/collect.py `measure_once`: record, call, record, synchronize; the mean of the 5 fastest of 25 calls;
@@ -72,7 +74,7 @@ def harness_floor_ms(long: pd.DataFrame) -> dict[tuple[str, str], float]:
 
 
 def law_ns(q: pd.DataFrame, origin, target, floor_o_ms: np.ndarray | float = 0.0,
-           floor_t_ms: np.ndarray | float = 0.0) -> np.ndarray:
+           floor_t_ms: np.ndarray | float = 0.0, same_kernels: bool = False) -> np.ndarray:
     """The cross-chip law for FP32 GEMM kernels with recorded shapes, with the engine's roofline floor (ns), on the
     origin's latency less its harness floor, plus the target's (module doc)."""
     flops, nbytes = gemm_flops_bytes(q.b, q.m, q.n, q.k, 4.0)
@@ -82,8 +84,8 @@ def law_ns(q: pd.DataFrame, origin, target, floor_o_ms: np.ndarray | float = 0.0
         t_origin=kernel_ns, flops=np.asarray(flops), nbytes=np.asarray(nbytes),
         pipe=np.full(n, "fp32", dtype=object), pipe_target=np.full(n, "fp32", dtype=object), width=np.ones(n),
         tiles=crossarch.gemm_tiles(q.b, q.m, q.n, np.zeros(n, bool)), memory_default=np.zeros(n),
-        compute_default=np.zeros(n))
-    t, _ = crossarch.predict_ns(work, rates(origin), rates(target))
+        compute_default=np.zeros(n), batched=q.b.to_numpy() > 1)
+    t, _ = crossarch.predict_ns(work, rates(origin), rates(target), same_kernels)
     floor = wave.roofline_ns(flops, nbytes, target.fp32_tflops, target.memory_bandwidth_gbs)
     return np.maximum(t, floor) + floor_t_ms * 1e6
 
@@ -114,9 +116,11 @@ def _scored(q: pd.DataFrame, origin, target, floors: dict[tuple[str, str], float
     law = law_ns(q, origin, target, *h)
     with soft_split():
         before = law_ns(q, origin, target, *h)
+    whole = law_ns(q, origin, target, *h, same_kernels=True)
     d = q[[*SHAPE, "origin", "target", "t_origin_ms", "t_target_ms"]].assign(
-        law_ms=law / 1e6, shipped_ms=shipped_ns(q, origin, target, law) / 1e6, before_ms=before / 1e6)
-    for m in ("law", "shipped", "before"):
+        law_ms=law / 1e6, shipped_ms=shipped_ns(q, origin, target, law) / 1e6, before_ms=before / 1e6,
+        whole_ms=whole / 1e6)
+    for m in ("law", "shipped", "before", "whole"):
         d[f"{m}_error"] = d[f"{m}_ms"] / d["t_target_ms"] - 1
     return d
 
@@ -184,13 +188,14 @@ def h100_kernels(h: pd.DataFrame, floors: dict[tuple[str, str], float]) -> str:
 
 
 def table(d: pd.DataFrame, by: list[str], shipped: bool = True) -> str:
-    cols = ["kernels", "law: median abs", "law: median signed", "soft split (before issue 32): median abs"] + (
+    cols = ["kernels", "law: median abs", "law: median signed", "origin's kernel carried whole: median abs",
+            "soft split (before issue 32): median abs"] + (
         ["shipped: median abs"] if shipped else [])
     out = [f"| {' | '.join(by)} | {' | '.join(cols)} |", "|" + "---|" * len(by) + "---:|" * len(cols)]
 
     def line(key: tuple, g: pd.DataFrame) -> str:
         cells = [str(len(g)), f"{100 * g.law_error.abs().median():.1f}%", f"{100 * g.law_error.median():+.1f}%",
-                 f"{100 * g.before_error.abs().median():.1f}%"]
+                 f"{100 * g.whole_error.abs().median():.1f}%", f"{100 * g.before_error.abs().median():.1f}%"]
         if shipped:
             cells.append(f"{100 * g.shipped_error.abs().median():.1f}%")
         return f"| {' | '.join(map(str, key))} | {' | '.join(cells)} |"
@@ -246,6 +251,7 @@ def summary(h: pd.DataFrame, dev: pd.DataFrame) -> pd.DataFrame:
              ("between the five", "all", dev)]
     return pd.DataFrame([{"set": s, "subset": sub, "kernels": len(d), "median_abs": d["law_error"].abs().median(),
                           "median_signed": d["law_error"].median(), "p90_abs": d["law_error"].abs().quantile(0.9),
+                          "whole_median_abs": d["whole_error"].abs().median(),
                           "before_median_abs": d["before_error"].abs().median()} for s, sub, d in parts])
 
 

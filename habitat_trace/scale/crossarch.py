@@ -64,6 +64,26 @@ Adding it from an H100 to those GPUs had cost NeuSight's FP32 dev cells 9.3% -> 
 13.7% (T4 26.9%, RTX 3090 16.9%); the split keeps the GEMM kernels' and Blackwell's gain without that cost (the
 choice, with one GPU and one model family left out: benchmarks/results/gemm_rule_choice.md).
 
+Kernel choice (issue 32, part 3; CUDA-core GEMMs whose time beyond the rate adds). Beyond its first wave a GEMM
+reaches a fraction e = c / (c + l (1 - 1/W)) of its GPU's sustained rate, and that fraction is partly the shape's
+(waves, K, tile fill: the same on any GPU) and partly the kernel the origin's library picked for it, which the target's
+library does not run: cuBLAS picks per GPU (NeuSight's P4 and P100 run their linear shapes with K-major
+`maxwell_sgemm_*_tn` kernels that fall to 0.25-0.4 of their rate as the weight grows, while their `_nn` bmm kernels
+hold it and the V100's `volta_sgemm_*_tn` hold 0.9; our H100 runs bmm shapes with 32 outputs per thread at 0.58).
+Over NeuSight's five GPUs the correlation of log e between two GPUs on the same shapes is 0.91 for strided-batched
+GEMMs and 0.57 for single ones, so carrying e whole (the law before) carries the origin's kernel choice too. The
+target's fraction is the least-squares prediction from the origin's instead, in log space (regression toward the
+mean): e_t = E (e_o / E)^A, E the median fraction and A the mean slope of log e on one GPU against another (every
+ordered pair of the five), per kind (single: E 0.885, A 0.664; batched: 0.599, 0.930; TYPICAL_EFFICIENCY,
+EFFICIENCY_SLOPE). The median, not the geometric mean: log e has a long left tail (skew -2.2 / -1.8, short-K shapes)
+that puts the mean of logs at the 30th / 35th percentile. A GEMM measured above its GPU's sustained rate (e > 1, the
+rate being the p90 of large GEMMs) ran above the clock its power limit sustains (NeuSight times one call at a time:
+the T4 and P4 start short kernels at boost clock, docs/learned.md), so the target's compute stays at its own rate
+rather than the origin's fit. Neither applies on one chip (``same_kernels``: the same library runs the same kernels)
+nor to tensor-core GEMMs (no cross-chip per-kernel data here to measure them on). On NeuSight's shapes of >= 0.1 ms on
+our H100: 17.7% -> 15.1% median (with each GPU left out of E and A, each GPU's rows within 0.4 points of that);
+between the five 18.4% -> 17.7% (benchmarks/crossarch/gemm_efficiency.py --loo, gemm_kernels.py).
+
 L2 (the issue's "L2 decides what reaches DRAM"): a kernel whose working set (its op's bytes) fits in a GPU's L2 is
 served from there: r_g = 1 / (1 + (bytes / (L2_SHARE · L2_g))^4), a smooth step at half the L2 (on A100 and H100
 the L2 is two partitions that each hold the lines their SMs read, NVIDIA A100 whitepaper, "L2 cache"). Bytes the
@@ -107,6 +127,14 @@ L2_BYTES_PER_CLOCK_PER_SM = 47.0
 # as DRAM traffic (engine's class defaults: 0.8 streaming, 0.2 library) and, for library kernels, as compute at the
 # pipe's sustained rate. Assumptions, stated as such in the kernel's reason.
 COMPUTE_SHARE_WITHOUT_SHAPES = 0.5
+# What a CUDA-core GEMM's fraction of its sustained rate beyond its first wave carries to another chip (module doc,
+# "Kernel choice"): e_t = E (e_o / E)^A, per kind of GEMM (single, strided-batched). E is the median of that
+# fraction over NeuSight's five GPUs' SGEMMs of >= 2 waves and >= 0.1 ms of kernel time, A the mean least-squares slope
+# of log e on one GPU against another over the same shapes (every ordered pair), i.e. the share of an origin's
+# deviation from E that is the shape's, not its library's kernel choice. Measured, not fitted to any error:
+# benchmarks/crossarch/gemm_efficiency.py prints them (and with each GPU left out).
+TYPICAL_EFFICIENCY = {False: 0.885, True: 0.599}  # single, batched
+EFFICIENCY_SLOPE = {False: 0.664, True: 0.930}
 
 
 @dataclass(frozen=True)
@@ -122,6 +150,7 @@ class Work:
     tiles: np.ndarray  # output tiles of a GEMM kernel (NaN: not a GEMM with recorded shapes)
     memory_default: np.ndarray  # share of t_origin taken as DRAM time where nbytes is NaN
     compute_default: np.ndarray  # share of t_origin taken as compute time where flops is NaN
+    batched: np.ndarray | None = None  # a strided-batched GEMM (B > 1: bmm, baddbmm); None: none is
 
 
 @dataclass(frozen=True)
@@ -157,9 +186,10 @@ def applies(origin: GpuSpec, target: GpuSpec) -> bool:
     return (origin.architecture, origin.compute_capability) != (target.architecture, target.compute_capability)
 
 
-def predict_ns(work: Work, ro: Rates, rt: Rates) -> tuple[np.ndarray, Parts]:
+def predict_ns(work: Work, ro: Rates, rt: Rates, same_kernels: bool = False) -> tuple[np.ndarray, Parts]:
     """Target time (ns) of every kernel of ``work`` and the origin's split of its time, from the origin's and the
-    target's sustained rates (``rates.rates(spec)``)."""
+    target's sustained rates (``rates.rates(spec)``). ``same_kernels``: the target's libraries run the origin's kernels
+    (one chip), so a CUDA-core GEMM's efficiency carries whole (module doc, "Kernel choice")."""
     t_o = np.maximum(np.asarray(work.t_origin, float), 1.0)
     c_o, c_t = _compute_ns(work, ro, rt, t_o)
     nbytes = np.asarray(work.nbytes, float)
@@ -169,16 +199,22 @@ def predict_ns(work: Work, ro: Rates, rt: Rates) -> tuple[np.ndarray, Parts]:
     m_t = np.where(known, nbytes * (1 - res_t) * work.width / rt.dram_gbs, m_o * ro.dram_gbs / rt.dram_gbs * work.width)
     # the op's cost says more than was measured: shrink compute and DRAM time together until they fit
     fit = np.minimum(1.0, t_o / np.maximum(_norm(c_o, m_o), 1e-9))
-    c_o, m_o, c_t, m_t = c_o * fit, m_o * fit, c_t * fit, m_t * fit
     additive = gemm_with_shapes(work) & (in_series(rt, work.pipe_target) | ~in_series(ro, work.pipe))
+    # the target's library picks its own kernel for a CUDA-core GEMM (module doc, "Kernel choice"); one measured above
+    # its GPU's sustained rate ran above the sustained clock, which the target's compute does not inherit
+    chosen = additive & simt_gemm(work) & (not same_kernels)
+    c_o, m_o, c_t, m_t = c_o * fit, m_o * fit, c_t * np.where(chosen, 1.0, fit), m_t * fit
     soft = np.maximum(t_o ** P - c_o ** P - m_o ** P, 0.0) ** (1 / P)
     l_o = np.where(additive, np.maximum(np.maximum(t_o ** P - m_o ** P, 0.0) ** (1 / P) - c_o, 0.0), soft)
     # latency work moves with SMs x clock; a GEMM's time beyond its rate is one wave's fill and drain (latency) and,
     # for every further wave, its tiles' own work, which moves with its math (module doc)
     sm_clock = ro.sm_ghz_on(work.pipe) / rt.sm_ghz_on(work.pipe_target)
     first_wave = 1.0 / gemm_waves(work.tiles, ro.sms)
-    with_math = c_t / np.maximum(c_o, 1e-9)
-    l_t = l_o * np.where(additive, first_wave * sm_clock + (1 - first_wave) * with_math, sm_clock)
+    further = l_o * (1 - first_wave)
+    e_o = c_o / np.maximum(c_o + further, 1e-9)
+    e_t = np.where(chosen, carried_efficiency(e_o, work.batched), e_o)
+    further_t = np.where(chosen, c_t * (1 / np.maximum(e_t, 1e-9) - 1), further * c_t / np.maximum(c_o, 1e-9))
+    l_t = np.where(additive, l_o * first_wave * sm_clock + further_t, l_o * sm_clock)
     # bytes the target's L2 holds and the origin's did not: L2 time instead of DRAM time, never more than that
     l2_bw = L2_BYTES_PER_CLOCK_PER_SM * rt.sm_ghz_on(work.pipe_target)  # GB/s
     gained = np.where(known, np.maximum(res_t - res_o, 0.0) * nbytes * work.width * fit, 0.0)
@@ -192,6 +228,21 @@ def gemm_with_shapes(work: Work) -> np.ndarray:
     origin's pipe is serial and the target's is not (module doc)."""
     flops = np.nan_to_num(np.asarray(work.flops, float))
     return np.isfinite(np.asarray(work.tiles, float)) & (flops > 0)
+
+
+def simt_gemm(work: Work) -> np.ndarray:
+    """CUDA-core GEMM kernels with recorded shapes on both GPUs: those whose kernel choice the law models."""
+    pipes = np.asarray(work.pipe, dtype=object), np.asarray(work.pipe_target, dtype=object)
+    return gemm_with_shapes(work) & (pipes[0] == "fp32") & (pipes[1] == "fp32")
+
+
+def carried_efficiency(e_o: np.ndarray, batched: np.ndarray | None) -> np.ndarray:
+    """The fraction of its sustained rate a CUDA-core GEMM reaches beyond its first wave on another chip, from the
+    origin's ``e_o``: E (e_o / E)^A per kind (TYPICAL_EFFICIENCY, EFFICIENCY_SLOPE; module doc)."""
+    kind = np.zeros(len(e_o), bool) if batched is None else np.asarray(batched, bool)
+    typical = np.where(kind, TYPICAL_EFFICIENCY[True], TYPICAL_EFFICIENCY[False])
+    slope = np.where(kind, EFFICIENCY_SLOPE[True], EFFICIENCY_SLOPE[False])
+    return typical * (np.maximum(e_o, 1e-9) / typical) ** slope
 
 
 def in_series(r: Rates, pipes: np.ndarray) -> np.ndarray:

@@ -203,15 +203,18 @@ def _cross_chip_origin_work(trace: Tables) -> tuple[crossarch.Work, np.ndarray]:
     rows, bmnk, _ = gemm_kernel_shapes(trace, np.ones(len(g), dtype=bool))
     tiles = np.full(len(g), np.nan)
     tiles[rows] = crossarch.gemm_tiles(bmnk[0], bmnk[1], bmnk[2], pipe[rows] != "fp32")
+    batched = np.zeros(len(g), dtype=bool)
+    batched[rows] = bmnk[0] > 1
     src = twins(trace)  # a kernel without its op takes its twin's FLOPs, bytes and pipe
     flops_k = np.where(library, sh.share * flops, 0.0)[src]
     work = crossarch.Work(t_origin=sh.t_origin, flops=flops_k, nbytes=nbytes[src], pipe=pipe[src],
                           pipe_target=pipe[src], width=np.ones(len(g)), tiles=tiles,
                           memory_default=sh.gamma_default[src],
-                          compute_default=np.where(library, crossarch.COMPUTE_SHARE_WITHOUT_SHAPES, 0.0)[src])
+                          compute_default=np.where(library, crossarch.COMPUTE_SHARE_WITHOUT_SHAPES, 0.0)[src],
+                          batched=batched)
     native = native[src]
     for a in (work.t_origin, work.flops, work.nbytes, work.pipe, work.tiles, work.memory_default,
-              work.compute_default, native):
+              work.compute_default, batched, native):
         a.setflags(write=False)  # shared by every target's prediction
     return work, native
 
