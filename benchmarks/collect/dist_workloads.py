@@ -395,6 +395,30 @@ def electra(dev: torch.device, tiny: bool) -> Workload:
                     lambda m: isinstance(m, ElectraLayer), None, f"{b}x{s}")
 
 
+def efficientnet_v2(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision EfficientNetV2-S (21M, fused-MBConv early stages, MBConv with squeeze-excitation later, SiLU, 123
+    BatchNorms), batch 32, bf16 autocast, SGD with momentum; every (fused) MBConv block is a unit."""
+    tvm = _torchvision_models()
+    from torchvision.models.efficientnet import FusedMBConv, MBConv
+
+    return _vision(dev, tiny, tvm.efficientnet_v2_s(weights=None), 32, torch.bfloat16,
+                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                   lambda m: isinstance(m, (MBConv, FusedMBConv)))
+
+
+def gpt_neo(dev: torch.device, tiny: bool) -> Workload:
+    """HF GPT-Neo of gpt-neo-125m's shape (d 768, 12 layers alternating global and local attention of window 256, 12
+    heads, vocab 50257, tied head), batch 4 x 512, fp32 (TF32 off), AdamW; GPTNeoBlock is the unit."""
+    tr = _transformers()
+    from transformers.models.gpt_neo.modeling_gpt_neo import GPTNeoBlock
+
+    layers = 2 if tiny else 12
+    size = dict(hidden_size=64, num_heads=2, vocab_size=128, max_position_embeddings=32, window_size=8) if tiny \
+        else dict(hidden_size=768, num_heads=12, vocab_size=50257, max_position_embeddings=2048, window_size=256)
+    cfg = tr.GPTNeoConfig(**size, num_layers=layers, attention_types=[[["global", "local"], layers // 2]])
+    return _hf(dev, tiny, cfg, tr.GPTNeoForCausalLM, GPTNeoBlock, (4, 512), None)
+
+
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
     "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp, "resnet50_b32_cl_amp": resnet50_amp,
@@ -412,6 +436,8 @@ WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "resnext50_b32_fp32": resnext, "shufflenet_v2_b128_amp": shufflenet, "mistral_d1024_l8_b4_s1024_amp": mistral,
     # held out of every choice of the 2026-11-27 evening session (added before any of it)
     "wide_resnet50_b32_amp": wide_resnet, "bloom_d1024_l12_b4_s512_amp": bloom, "electra_b16_s256_fp32": electra,
+    # held out of every choice of the evening session (added after RANK_OVERHEAD_SCALE was chosen, before any scoring)
+    "efficientnet_v2s_b32_amp": efficientnet_v2, "gptneo_d768_l12_b4_s512_fp32": gpt_neo,
 }
 
 
