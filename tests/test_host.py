@@ -136,3 +136,21 @@ def test_a_rank_of_a_multi_process_run_pays_the_rank_overhead_scale() -> None:
         assert np.array_equal(clock.overhead_per_step_ns, want)
     more = overhead.estimate(rank, one_clock=True, scale=RANK_OVERHEAD_SCALE).per_step_ns
     assert (more >= overhead.estimate(rank, one_clock=True).per_step_ns).all()
+
+
+def test_a_measured_step_the_model_already_meets_leaves_the_clock_alone(mlp) -> None:
+    """Regression (ELECTRA fp32, 2026-11-27): a GPU-bound step measured within PACE_TOLERANCE of the model's own
+    replay was calibrated as if the host set its pace (a step above CPU_BOUND_MARGIN x the busy time), to a third of
+    the removal, and a scale-out given the measured step (--measured-step) came out 17% slower than without it. A
+    measurement the model meets keeps the model's clock; one it misses is still calibrated to."""
+    from habitat_trace.pipeline.host import PACE_TOLERANCE
+
+    model = on(mlp, H100)
+    replayed = model.headline.iteration_ms
+    assert model.host.calibration == 1.0 and model.host.pace == 1.0
+    near = on(mlp, H100, pipeline.Host(measured_step_ms=replayed * (1 + PACE_TOLERANCE / 2)))
+    assert near.host.calibration == 1.0 and near.host.pace == 1.0
+    assert np.array_equal(near.host.overhead_per_step_ns, model.host.overhead_per_step_ns)
+    assert near.headline.iteration_ms == pytest.approx(replayed * (1 + PACE_TOLERANCE / 2))  # the origin row: given
+    far = on(mlp, H100, pipeline.Host(measured_step_ms=replayed * 1.5))
+    assert (far.host.calibration, far.host.pace) != (1.0, 1.0)

@@ -126,10 +126,11 @@ def measured_step_ns(tables: Tables) -> Optional[float]:
     return float(np.median(ok)) if ok else None
 
 
-def host_clock(tables: Tables, host: Host = Host()) -> HostClock:
+def host_clock(tables: Tables, host: Host = Host(), calibrate: bool = True) -> HostClock:
     """The target host's CPU clock for ``tables``: the overhead model's estimate (timeline/overhead.py) on one time
     line for all threads, calibrated to a measured un-profiled step (the user's, else the one the trace carries:
-    the costs scaled, then the pace, ``_pace``), at ``host``'s speed."""
+    the costs scaled, then the pace, ``_pace``), at ``host``'s speed. ``calibrate=False``: the model's own clock,
+    the measured step only recorded (pipeline.run.Rank.clock replays it before calibrating)."""
     given = host.measured_step_ms
     measured = given * 1e6 if given is not None else measured_step_ns(tables)
     source = None if measured is None else GIVEN_BY_USER if given is not None else MEASURED_IN_TRACE
@@ -145,12 +146,12 @@ def host_clock(tables: Tables, host: Host = Host()) -> HostClock:
     base = model_scale(tables)
     est = overhead.estimate(tables, one_clock=True, scale=base)
     factor = 1.0
-    if measured is not None and len(tables.steps):
+    if calibrate and measured is not None and len(tables.steps):
         factor = _calibration(tables, est, measured)
         if factor != 1.0:
             est = overhead.estimate(tables, one_clock=True, scale=base * factor)
     clock = CpuClock.from_knots(*est.knots(0), start, host.cpu_speed)
-    pace = 1.0 if measured is None else _pace(tables, clock, measured)
+    pace = 1.0 if measured is None or not calibrate else _pace(tables, clock, measured)
     given_ns = measured if source == GIVEN_BY_USER else None
     warnings = est.warnings + (_given_warnings(tables, est, given_ns, factor) if given_ns is not None else ())
     return HostClock(replace(clock, speed=host.cpu_speed * pace), est.per_step_ns, measured, factor, est.evidence,
