@@ -106,8 +106,9 @@ def fit(rows: list[dict]) -> np.ndarray:
 
 
 def report_fit(rows: list[dict]) -> None:
-    print("fit (K_OP, K_SHAPES, K_PYTHON, K_MEMORY), in units of u; module uses",
-          (OH.K_OP, OH.K_SHAPES, OH.K_PYTHON, OH.K_MEMORY))
+    print("issue 16's form refitted (K_OP, K_SHAPES, K_PYTHON, K_MEMORY), in units of u; the module's since issue 31 "
+          "(K_OP, K_HOST share, K_PYTHON, K_MEMORY):", (OH.K_OP, OH.K_HOST, OH.K_PYTHON, OH.K_MEMORY),
+          "fitted by overhead_candidates.py")
     print(f"  both hosts: {np.round(fit(rows), 2)}  ({len(rows)} rows); median u of the (a) traces "
           f"{np.median([r['unit_ns'] for r in rows if r['variant'] == 'a_shapes']):.0f} ns")
     for host in sorted({r['host'] for r in rows}):
