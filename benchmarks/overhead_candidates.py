@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ISSUE16_K = (6.81, 1.18)  # K_OP, K_SHAPES of the model before issue 31 (overhead.py at 4d0fb84, fitted at issue 16)
 LAUNCH_REF_NS = 8000.0  # median of the 24 calibration traces' median launch call (features.csv: 8.0-8.4 us)
 FEATURES = ROOT / "benchmarks/results/profiler_overhead/features.csv"
+SCALEOUT = ROOT / "benchmarks/results/scaleout"
 
 # name -> terms; a term is (count column, pace column); pace "one" = a constant ms per step per count
 CANDIDATES: dict[str, list[tuple[str, str]]] = {
@@ -140,6 +141,44 @@ def table(d: pd.DataFrame, train_name: str, train: pd.Series) -> list[str]:
     return out
 
 
+def repeats(d: pd.DataFrame) -> list[str]:
+    """Within repeat recordings of one workload on one host (benchmarks/traces' full-SM and SM-limited runs, each with
+    its own loop): does the needed cost per op follow the recording's pace (u, the launch call, the profiled step)?"""
+    loop = d[d["set"] != "calibration"].copy()
+    loop["group"] = loop["workload"].str.replace(r"_sm\d+$", "", regex=True) + "@" + loop["host"]
+    loop = loop[loop.groupby("group")["group"].transform("size") >= 2]
+    loop["need_op"] = loop["needed_ms"] / loop["n_ops"]
+    cols = ("u_ns", "launch_p50_ns", "profiled_ms")
+    for c in ("need_op", *cols):
+        v = np.log(loop[c].clip(lower=1e-6))
+        loop["d" + c] = v - v.groupby(loop["group"]).transform("mean")
+    corr = ", ".join(f"{c} {np.corrcoef(loop['dneed_op'], loop['d' + c])[0, 1]:.2f}" for c in cols)
+    return [f"\nrepeat recordings ({loop['group'].nunique()} workload x host groups, {len(loop)} launch-bound rows): "
+            f"within a group, the needed overhead per op correlates with {corr}"]
+
+
+def sessions(folder: Path = SCALEOUT) -> list[str]:
+    """The one-GPU origin rows of the multi-GPU sessions (scaleout_eval.py's tables): how much of their error is the
+    same program's spread between host sessions, which no feature of the program can remove."""
+    d = pd.concat([pd.read_csv(f) for f in sorted(folder.glob("h100x*.csv"))])
+    g = d.groupby(["host", "workload"]).agg(meas=("measured_1gpu_ms", "first"), rep=("replayed_1gpu_ms", "first"))
+    g = g.reset_index().drop_duplicates(["workload", "meas", "rep"])  # a session's tables share its one-GPU row
+    g["lerr"] = np.log(g["rep"] / g["meas"])
+    rep = g[g.groupby("workload")["workload"].transform("size") >= 2].copy()
+    n = rep.groupby("workload").size()
+    within = float(((n - 1) * rep.groupby("workload")["lerr"].var(ddof=1)).sum() / (n - 1).sum())
+    for c in ("meas", "rep"):
+        rep["d" + c] = np.log(rep[c]) - rep.groupby("workload")[c].transform(lambda x: np.log(x).mean())
+    derr = rep["drep"] - rep["dmeas"]
+    return [f"\nmulti-GPU sessions' one-GPU rows: {len(g)} rows, {g['workload'].nunique()} workloads; of the "
+            f"{len(rep)} rows of {rep['workload'].nunique()} workloads seen more than once, log-error SD "
+            f"{100 * rep['lerr'].std(ddof=1):.1f}%, within a workload {100 * np.sqrt(within):.1f}%; within a workload "
+            f"the replay varies {100 * rep['drep'].std(ddof=1):.1f}% and the measured loop "
+            f"{100 * rep['dmeas'].std(ddof=1):.1f}% (correlation {np.corrcoef(rep['drep'], rep['dmeas'])[0, 1]:.2f}); "
+            f"the error follows the replay ({np.corrcoef(derr, rep['drep'])[0, 1]:.2f}) more than the loop "
+            f"({np.corrcoef(derr, rep['dmeas'])[0, 1]:.2f})"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--features", type=Path, default=FEATURES)
@@ -152,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, train in (("calibration rows", d["set"] == "calibration"), ("loop rows", d["set"] != "calibration"),
                         ("all rows", d["set"].notna())):
         lines += table(d, name, train)
+    lines += repeats(d) + sessions()
     print("\n".join(lines))
     if a.out:
         a.out.write_text("\n".join(lines) + "\n")

@@ -6,7 +6,8 @@ For every trace with an un-profiled measurement on this machine: ../shared/data/
 measured loop: median_ms, steady_wall_ms), and the calibration runs' variant-(a) traces (benchmarks/traces/overhead,
 the host issue time of benchmarks/results/profiler_overhead/*_overhead.jsonl). Per row, means over the trace's steady
 steps: the counts a profiler cost could grow with (ops, ops with shapes, recorded inputs and dims, runtime calls,
-launches, kernels, nesting depth, leaf ops), the host's pace (u, the median launch call), the model's overhead and
+launches, kernels, nesting depth, leaf ops), the host's own time outside calls (overhead.host_free_ns; also with each
+op's share capped at FREE_CAPS_U x u), the host's pace (u, the median launch call), the model's overhead and
 origin row, and the overhead the row needed: ``needed = model + (origin row - measured)`` (host-bound rows, where
 one ms less host time is one ms less step; the measured loop is the nearer of its median and steady wall time). For
 the calibration rows ``needed`` is measured directly: profiled minus un-profiled issue time. benchmarks/overhead_
@@ -102,7 +103,8 @@ def free_ms(trace: object, keep: np.ndarray, unit_ns: int) -> dict:
     for cap in (None, *FREE_CAPS_U):
         f = free if cap is None else np.minimum(free, cap * unit_ns)
         per_step = np.bincount(step[ok], weights=f[ok], minlength=len(keep))[:len(keep)]
-        out["free_ms" if cap is None else f"free_cap{cap}_ms"] = float(per_step[keep].mean()) / 1e6 if keep.any() else 0.0
+        name = "free_ms" if cap is None else f"free_cap{cap}_ms"
+        out[name] = float(per_step[keep].mean()) / 1e6 if keep.any() else 0.0
     return out
 
 
