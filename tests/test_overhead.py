@@ -86,7 +86,7 @@ def _per_step(gap_ns: int, calls: pd.DataFrame | None = None, shapes: bool = Tru
 
 def test_host_time_costs_in_proportion() -> None:
     """Issue 31: each op costs u K_OP plus K_HOST of the host's time since the previous op (outside calls)."""
-    free = 1_000 + 29 * 100_000  # the first op's own duration, then the 29 gaps
+    free = 29 * 100_000  # the 29 gaps (the first op has no previous start)
     assert abs(_per_step(100_000) - (30 * OH.FALLBACK_UNIT_NS * OH.K_OP + OH.K_HOST * free)) <= 30
     assert abs(_per_step(200_000) - _per_step(100_000) - OH.K_HOST * 29 * 100_000) <= 30
 
@@ -153,3 +153,21 @@ def test_stack_and_memory_events_are_evidence_and_cost() -> None:
     assert not plain.evidence.with_stack and not plain.evidence.profile_memory
     assert more.evidence.with_stack and more.evidence.profile_memory
     assert more.per_step_ns[0] > plain.per_step_ns[0]
+
+
+calls_st = st.lists(st.tuples(st.integers(0, 10_000_000), st.integers(0, 200_000)), max_size=30)
+
+
+@given(events, calls_st)
+@pytest.mark.slow
+def test_host_free_time_is_the_time_between_op_starts_outside_calls(evs: list[tuple[int, int, int]],
+                                                                     cs: list[tuple[int, int]]) -> None:
+    """host_free_ns (issue 31): never negative, without calls exactly the span from the first op start to the last,
+    and a runtime call added anywhere never adds host time to any op."""
+    ts, dur, tid = map(list, zip(*evs))
+    ops, no_calls, _ = _tables(ts, dur, tid)
+    calls = pd.DataFrame({S.NAME: ["cudaLaunchKernel"] * len(cs), S.TS: np.array([c[0] for c in cs], dtype=np.int64),
+                          S.DUR: np.array([c[1] for c in cs], dtype=np.int64), S.TID: np.zeros(len(cs), dtype=np.int64)})
+    bare, with_calls = OH.host_free_ns(ops, no_calls), OH.host_free_ns(ops, calls)
+    assert (with_calls >= 0).all() and (with_calls <= bare).all()
+    assert bare.sum() == max(ts) - min(ts)

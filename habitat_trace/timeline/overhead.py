@@ -278,21 +278,18 @@ def _raw_costs(ops: pd.DataFrame, n_steps: int, unit: int, n_python: np.ndarray,
 
 
 def host_free_ns(ops: pd.DataFrame, calls: pd.DataFrame) -> np.ndarray:
-    """Per op row (int64 ns): the host's time since the previous op start on any thread (the op's own duration for
-    the first) outside runtime/driver calls and outside an op's runs of calls with no op between (``_call_runs``):
-    the host's own work (Python, dispatch, the profiler's callbacks), which the profiler slows in proportion
-    (K_HOST). On one clock for all threads, so a thread's idle time while another works is not counted."""
+    """Per op row (int64 ns): the host's time since the previous op start on any thread (0 for the first: its time is
+    the next op's gap) outside runtime/driver calls and outside an op's runs of calls with no op between
+    (``_call_runs``): the host's own work (Python, dispatch, the profiler's callbacks), which the profiler slows in
+    proportion (K_HOST). On one clock for all threads, so a thread's idle time while another works is not counted."""
     if not len(ops):
         return np.zeros(0, dtype=np.int64)
-    ts, dur = ops[S.TS].to_numpy(dtype=np.int64), ops[S.DUR].to_numpy(dtype=np.int64)
+    ts = ops[S.TS].to_numpy(dtype=np.int64)
     order = np.argsort(ts, kind="stable")
     starts = ts[order]
-    seg = intervals.merged(*_call_runs(calls, starts))
-    first_end = starts[:1] + np.maximum(dur[order[:1]], 0)
-    covered = intervals.covered_before(*seg, np.concatenate((starts, first_end)))
-    free = np.empty(len(order), dtype=np.int64)
-    free[0] = first_end[0] - starts[0] - (covered[-1] - covered[0])
-    free[1:] = np.diff(starts) - np.diff(covered[:-1])
+    covered = intervals.covered_before(*intervals.merged(*_call_runs(calls, starts)), starts)
+    free = np.zeros(len(order), dtype=np.int64)
+    free[1:] = np.diff(starts) - np.diff(covered)
     out = np.empty_like(free)
     out[order] = np.maximum(free, 0)
     return out
