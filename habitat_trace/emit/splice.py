@@ -25,6 +25,7 @@ import numpy as np
 import orjson
 
 from habitat_trace.emit.numbers import us_matrix, us_texts
+from habitat_trace.ingest.scan import escaped_quotes
 from habitat_trace.ingest.columns import NO_TIME
 from habitat_trace.pipeline.document import OCCUPANCY_KEYS, Rewrite
 
@@ -240,11 +241,31 @@ class _Keys:
         found = k < len(c)
         found[found] = c[k[found]] < ends[found]
         colon = c[np.minimum(k, len(c) - 1)]
-        if top:  # the event opens with '{' and no bracket lies between that brace and the key
+        if top:  # the event opens with '{' and no bracket outside its strings lies between that brace and the key
             first_open = np.append(self.openers, len(buf))[np.searchsorted(self.openers, starts + 1)]
-            found &= (buf[starts] == OPENER) & (first_open > colon)
+            found &= buf[starts] == OPENER
+            late = np.flatnonzero(found & (first_open < colon))  # a bracket before the key: in a string, or nested
+            found[late] = self._quoted_brackets(starts[late] + 1, colon[late])
         out[found] = colon[found]
         return out
+
+    def _quoted_brackets(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per range [lo, hi) that starts outside any string: whether every '{' and '[' in it lies inside a string
+        (a kernel named ``...{lambda()#1}...``: 13% of a ResNet-50 step's kernels took the parse path for it). A
+        string's quotes are those not escaped (after an odd run of backslashes: ingest.scan.escaped_quotes); a bracket
+        is in a string when an odd number of them lie between the range's start and it."""
+        n = hi - lo
+        if not len(n):
+            return np.zeros(0, dtype=bool)
+        row = np.repeat(np.arange(len(n)), n)
+        at = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n) + lo[row]  # every offset of every range
+        byte = self.buf[at]
+        quote = byte == QUOTE
+        quote[np.isin(at, escaped_quotes(self.buf, int(lo.min()), int(hi.max())))] = False
+        before = np.cumsum(quote) - quote  # the string quotes before each offset, counted from the first range's
+        before -= np.repeat(before[np.cumsum(n) - n], n)  # ... and from its own range's start
+        outside = ((byte | CASE) == OPENER) & (before % 2 == 0)
+        return np.bincount(row[outside], minlength=len(n)) == 0
 
     def number(self, starts: np.ndarray, ends: np.ndarray, key: bytes) -> tuple[np.ndarray, np.ndarray]:
         """Per event (its bytes' ``starts`` and ``ends``, ascending): the start and end of the number after its
