@@ -25,13 +25,14 @@ import numpy as np
 import orjson
 
 from habitat_trace.emit.numbers import us_matrix, us_texts
-from habitat_trace.ingest.scan import escaped_quotes
 from habitat_trace.ingest.columns import NO_TIME
+from habitat_trace.ingest.scan import escaped_quotes
 from habitat_trace.pipeline.document import OCCUPANCY_KEYS, Rewrite
 
 COLON, QUOTE, COMMA, OPENER, CLOSER = ord(":"), ord('"'), ord(","), ord("{"), ord("}")
 CASE = 0x20  # OR 0x20 maps '[' onto '{'
 MARKS = bytes(int(b in b":[{}") for b in range(256))  # 1 for the bytes _Keys finds: colons, openers, closing braces
+QUOTES_OPENERS = bytes(int(b in b'"[{') for b in range(256))  # what _Keys._quoted_brackets reads
 NUMBER = np.zeros(256, dtype=bool)  # the bytes of a JSON number as orjson writes it (1.8446744073709552e+19)
 NUMBER[np.frombuffer(b"0123456789+-.eE", dtype=np.uint8)] = True
 NUMBER_START = np.zeros(256, dtype=bool)
@@ -208,6 +209,7 @@ class _Keys:
     """Where a chunk's object keys end (its colons after a quote) and its brackets lie."""
 
     def __init__(self, raw: bytes) -> None:
+        self.raw = raw
         self.buf = buf = np.frombuffer(raw, dtype=np.uint8)
         # one C table lookup a byte (bytes.translate, as ingest.scan does) finds them all: 2.5 against 3.4-5.7 ms for
         # the four numpy passes on a 2 MiB chunk
@@ -251,21 +253,24 @@ class _Keys:
 
     def _quoted_brackets(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Per range [lo, hi) that starts outside any string: whether every '{' and '[' in it lies inside a string
-        (a kernel named ``...{lambda()#1}...``: 13% of a ResNet-50 step's kernels took the parse path for it). A
-        string's quotes are those not escaped (after an odd run of backslashes: ingest.scan.escaped_quotes); a bracket
-        is in a string when an odd number of them lie between the range's start and it."""
-        n = hi - lo
-        if not len(n):
+        (a kernel named ``...{lambda()#1}...``: 13% of a ResNet-50 step's kernels took the parse path for it). As
+        ingest.scan does over a document, over the ranges' bytes joined (each begins with a key's quote, so no run of
+        backslashes crosses into one): a quote is a string's unless escaped (ingest.scan.escaped_quotes), and a bracket
+        lies in a string when an odd number of string quotes come before it."""
+        if not len(lo):
             return np.zeros(0, dtype=bool)
-        row = np.repeat(np.arange(len(n)), n)
-        at = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n) + lo[row]  # every offset of every range
-        byte = self.buf[at]
+        joined = b"".join(map(self.raw.__getitem__, map(slice, lo.tolist(), hi.tolist())))
+        buf = np.frombuffer(joined, dtype=np.uint8)
+        pos = np.flatnonzero(np.frombuffer(joined.translate(QUOTES_OPENERS), dtype=bool))
+        byte = buf[pos]
         quote = byte == QUOTE
-        quote[np.isin(at, escaped_quotes(self.buf, int(lo.min()), int(hi.max())))] = False
-        before = np.cumsum(quote) - quote  # the string quotes before each offset, counted from the first range's
-        before -= np.repeat(before[np.cumsum(n) - n], n)  # ... and from its own range's start
+        quote[np.searchsorted(pos, escaped_quotes(buf, 0, len(buf)))] = False
+        row = np.searchsorted(np.cumsum(hi - lo), pos, side="right")  # the range of each quote or bracket
+        # the string quotes before each mark; those of the ranges before its own are even in number (a range ends at a
+        # key's colon: its strings are whole), so the parity is its own range's
+        before = np.cumsum(quote) - quote
         outside = ((byte | CASE) == OPENER) & (before % 2 == 0)
-        return np.bincount(row[outside], minlength=len(n)) == 0
+        return np.bincount(row[outside], minlength=len(lo)) == 0
 
     def number(self, starts: np.ndarray, ends: np.ndarray, key: bytes) -> tuple[np.ndarray, np.ndarray]:
         """Per event (its bytes' ``starts`` and ``ends``, ascending): the start and end of the number after its
