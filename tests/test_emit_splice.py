@@ -191,7 +191,7 @@ def _document(events: list[Any], rewrite: Rewrite, chunk: int) -> Iterator[Targe
 @example(([{"ph": "X", "args": {"ts": 1}, "ts": 2.5, "dur": 1}, {"ph": "X", "name": "[", "ts": 3, "dur": 1}],
           Rewrite(np.array([10, 20]), np.array([30, NO_TIME]), np.array([0, 1]), np.array([], dtype=np.int64),
                   np.array([], dtype=np.int64), np.array([], dtype=object), np.array([], dtype=object), None)),
-         1 << 14)  # a nested "ts" before the event's own, a bracket in a name: both take the parse path
+         1 << 14)  # a nested "ts" before the event's own (the parse path), a bracket in a name (spliced)
 @example(([{"ph": "X", "ts": 1, "args": {"grid": [1]}, "id": 7},
            {"ph": "X", "ts": 1, "args": {"a": {"blocks per SM": 1}}}, {"ph": "X", "ts": 1, "args": {}},
            {"ph": "X", "ts": 1, "args": {"warps per SM": 2, "x": "}"}}],
@@ -217,6 +217,25 @@ def test_generated_events_are_spliced_to_the_plain_bytes(case: tuple[list[Any], 
             assert spliced == plain == plain_list
 
 
+def test_brackets_in_strings_before_the_key_are_proven_nested_ones_are_not() -> None:
+    """A kernel named ``...{lambda()#1}...`` (13% of a ResNet-50 step's kernels) has its top-level "ts" proven (it
+    took the parse path before); a "ts" after a nested object or array outside the strings is not, and a quote after
+    an odd run of backslashes does not end a string while one after an even run does."""
+    events = [{"ph": "X", "name": "k<{lambda()#1}>[2]", "ts": 1.5},  # brackets in a string: proven
+              {"ph": "X", "a": {"ts": 7}, "ts": 2},  # the first "ts" is the nested one: not proven
+              {"ph": "X", "name": 'a"{', "x": [1], "ts": 3},  # an escaped quote, then an array outside: not proven
+              {"ph": "X", "name": 'a"{', "ts": 3.5},  # the brace after an escaped quote is in the string: proven
+              {"ph": "X", "name": "\\", "b": "{[", "ts": 4},  # an escaped backslash ends before the quote: proven
+              {"ph": "X", "ts": 5, "args": {"a": [1]}}]  # the key before any bracket: proven
+    texts = [orjson.dumps(e) for e in events]
+    raw = b",".join(texts)
+    ends = np.cumsum([len(t) + 1 for t in texts]) - 1
+    starts = ends - [len(t) for t in texts]
+    at, end = splice._Keys(raw).number(starts, ends, b'"ts"')
+    assert [raw[a:e] if a >= 0 else None for a, e in zip(at.tolist(), end.tolist())] == [b"1.5", None, None, b"3.5",
+                                                                                         b"4", b"5"]
+
+
 def test_a_number_runs_to_the_first_byte_no_number_holds() -> None:
     parts = [b'{"ts":-1.8446744073709552e+19,"dur":0}', b'{"a":{"ts":1},"ts":2}', b'{"ts":"3"}', b'{"x":"[","ts":4}',
              b'{"ph":"X","ts":5}']
@@ -226,5 +245,5 @@ def test_a_number_runs_to_the_first_byte_no_number_holds() -> None:
     starts = ends - [len(p) for p in parts]
     at, end = splice._Keys(raw).number(starts, ends, b'"ts"')
     found = [raw[a:b] if a >= 0 else None for a, b in zip(at.tolist(), end.tolist())]
-    # a nested key before the event's own, a string time, a bracket in a string before the key: not proven
-    assert found == [b"-1.8446744073709552e+19", None, None, None, b"5"]
+    # a nested key before the event's own, a string time: not proven; a bracket in a string before the key: proven
+    assert found == [b"-1.8446744073709552e+19", None, None, b"4", b"5"]

@@ -104,3 +104,29 @@ def test_nesting_precheck_misses_no_crossing(evs: list[dict[str, Any]]) -> None:
     fast = [str(v) for v in rules.check_events(evs)]
     with mock.patch.object(rules, "_maybe_crossing", lambda tracks, *_: tracks):
         assert fast == [str(v) for v in rules.check_events(evs)]
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast")  # the per-row code on a 2**70 µs time
+@settings(max_examples=150, deadline=None)
+@given(any_events, st.lists(st.integers(0, 12), max_size=4), st.booleans())
+def test_join_of_runs_is_the_whole_chunks_fields(evs: list[Any], cuts: list[int], read: bool) -> None:
+    """EventFields.join of consecutive runs' fields (what ingest reads a part at a time: Events.read with
+    EventFields.read) equals the fields read from all the events at once, field by field and in every derived
+    column, whether the runs computed their columns (read) or not (of)."""
+    at = sorted({min(c, len(evs)) for c in cuts} | {0, len(evs)})
+    runs = [(EventFields.read if read else EventFields.of)(evs[a:b]) for a, b in zip(at[:-1], at[1:])]
+    joined, whole = EventFields.join(runs or [EventFields.of([])]), EventFields.of(evs)
+    for key in ("ph", "ts", "dur", "pid", "tid", "cat", "name", "args"):
+        a, b = getattr(joined, key), getattr(whole, key)
+        assert len(a) == len(b) and all(x is y for x, y in zip(a, b))  # the same objects (a NaN is itself)
+    assert joined.phase.tolist() == whole.phase.tolist()
+    assert all(x is y for x, y in zip(joined.args_or_empty, whole.args_or_empty))
+    rows = np.flatnonzero([type(e) is dict for e in evs])
+    for key in ("ts", "dur"):
+        a, b = joined.numbers(key), whole.numbers(key)
+        assert (a is None) == (b is None) and (a is None or np.array_equal(a, b, equal_nan=True))
+        a, b = joined.ns(key), whole.ns(key)
+        assert (a is None) == (b is None) and (a is None or a.tolist() == b.tolist())
+        assert joined.ns_at(key, rows).tolist() == whole.ns_at(key, rows).tolist()
+    for key in ("pid", "tid"):
+        assert joined.strings_at(key, rows, evs).tolist() == whole.strings_at(key, rows, evs).tolist()

@@ -3,6 +3,7 @@ reproduce orjson.loads exactly, whatever the layout, the strings' contents and w
 from __future__ import annotations
 
 import json
+from unittest import mock
 
 import numpy as np
 import orjson
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from habitat_trace.ingest.events import ChunkError, Events, event_chunks
+from habitat_trace.ingest.events import ChunkError, Events, event_chunks, event_reads
 from habitat_trace.ingest.reader import split_document
 from habitat_trace.ingest.scan import escaped_quotes, scan
 
@@ -144,6 +145,25 @@ def test_events_sequence() -> None:
     got["name"] = "changed"  # nothing parsed is kept
     assert ev[0] == EVENTS[0]
     assert list(event_chunks(EVENTS)) == [(0, EVENTS)]
+
+
+def test_read_in_parts_gives_the_chunks_and_each_part() -> None:
+    """Events.read parses a chunk in parts (events.PART_BYTES) and takes ``each`` of every part in order: the chunks
+    are chunks()'s, the parts cover each chunk's events in order, and the canonical check marks every event of an
+    orjson dump in parts."""
+    raw = orjson.dumps(_doc(EVENTS))
+    layout = scan(raw)
+    with mock.patch("habitat_trace.ingest.events.PART_BYTES", 60), \
+            mock.patch("habitat_trace.ingest.events.KEEP_PARSED_BYTES", 0):  # a large document: checked, not kept
+        ev = Events(raw, layout.starts, layout.ends, chunk_bytes=400)
+        read = list(ev.read(list))
+        assert [(lo, c) for lo, c, _ in read] == list(Events(raw, layout.starts, layout.ends, 400).chunks())
+    assert any(len(parts) > 1 for _, _, parts in read)
+    assert all([e for p in parts for e in p] == c for _, c, parts in read)
+    marked = np.zeros(len(EVENTS), dtype=bool)
+    for lo, hi in ev.canonical or []:
+        marked[lo:hi] = True
+    assert marked.all() and list(event_reads(EVENTS, list)) == [(0, EVENTS, [])]
 
 
 SEED = orjson.dumps(_doc([{"ph": "X", "name": 'a"b', "args": {"x": [1, {"y": "]"}]}}, {"ph": "i", "s": "\\"}, 3]))

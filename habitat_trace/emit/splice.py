@@ -26,11 +26,13 @@ import orjson
 
 from habitat_trace.emit.numbers import us_matrix, us_texts
 from habitat_trace.ingest.columns import NO_TIME
+from habitat_trace.ingest.scan import escaped_quotes
 from habitat_trace.pipeline.document import OCCUPANCY_KEYS, Rewrite
 
 COLON, QUOTE, COMMA, OPENER, CLOSER = ord(":"), ord('"'), ord(","), ord("{"), ord("}")
 CASE = 0x20  # OR 0x20 maps '[' onto '{'
 MARKS = bytes(int(b in b":[{}") for b in range(256))  # 1 for the bytes _Keys finds: colons, openers, closing braces
+QUOTES_OPENERS = bytes(int(b in b'"[{') for b in range(256))  # what _Keys._quoted_brackets reads
 NUMBER = np.zeros(256, dtype=bool)  # the bytes of a JSON number as orjson writes it (1.8446744073709552e+19)
 NUMBER[np.frombuffer(b"0123456789+-.eE", dtype=np.uint8)] = True
 NUMBER_START = np.zeros(256, dtype=bool)
@@ -207,6 +209,7 @@ class _Keys:
     """Where a chunk's object keys end (its colons after a quote) and its brackets lie."""
 
     def __init__(self, raw: bytes) -> None:
+        self.raw = raw
         self.buf = buf = np.frombuffer(raw, dtype=np.uint8)
         # one C table lookup a byte (bytes.translate, as ingest.scan does) finds them all: 2.5 against 3.4-5.7 ms for
         # the four numpy passes on a 2 MiB chunk
@@ -240,11 +243,34 @@ class _Keys:
         found = k < len(c)
         found[found] = c[k[found]] < ends[found]
         colon = c[np.minimum(k, len(c) - 1)]
-        if top:  # the event opens with '{' and no bracket lies between that brace and the key
+        if top:  # the event opens with '{' and no bracket outside its strings lies between that brace and the key
             first_open = np.append(self.openers, len(buf))[np.searchsorted(self.openers, starts + 1)]
-            found &= (buf[starts] == OPENER) & (first_open > colon)
+            found &= buf[starts] == OPENER
+            late = np.flatnonzero(found & (first_open < colon))  # a bracket before the key: in a string, or nested
+            found[late] = self._quoted_brackets(starts[late] + 1, colon[late])
         out[found] = colon[found]
         return out
+
+    def _quoted_brackets(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per range [lo, hi) that starts outside any string: whether every '{' and '[' in it lies inside a string
+        (a kernel named ``...{lambda()#1}...``: 13% of a ResNet-50 step's kernels took the parse path for it). As
+        ingest.scan does over a document, over the ranges' bytes joined (each begins with a key's quote, so no run of
+        backslashes crosses into one): a quote is a string's unless escaped (ingest.scan.escaped_quotes), and a bracket
+        lies in a string when an odd number of string quotes come before it."""
+        if not len(lo):
+            return np.zeros(0, dtype=bool)
+        joined = b"".join(map(self.raw.__getitem__, map(slice, lo.tolist(), hi.tolist())))
+        buf = np.frombuffer(joined, dtype=np.uint8)
+        pos = np.flatnonzero(np.frombuffer(joined.translate(QUOTES_OPENERS), dtype=bool))
+        byte = buf[pos]
+        quote = byte == QUOTE
+        quote[np.searchsorted(pos, escaped_quotes(buf, 0, len(buf)))] = False
+        row = np.searchsorted(np.cumsum(hi - lo), pos, side="right")  # the range of each quote or bracket
+        # the string quotes before each mark; those of the ranges before its own are even in number (a range ends at a
+        # key's colon: its strings are whole), so the parity is its own range's
+        before = np.cumsum(quote) - quote
+        outside = ((byte | CASE) == OPENER) & (before % 2 == 0)
+        return np.bincount(row[outside], minlength=len(lo)) == 0
 
     def number(self, starts: np.ndarray, ends: np.ndarray, key: bytes) -> tuple[np.ndarray, np.ndarray]:
         """Per event (its bytes' ``starts`` and ``ends``, ascending): the start and end of the number after its

@@ -19,6 +19,7 @@ import pandas as pd
 
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest import rules, tables
+from habitat_trace.ingest.fields import EventFields
 
 AMD_SNIFF_CALLS = 50  # runtime calls looked at for a hip* name (ROCm traces name every call hip*)
 BUILDERS: dict[str, Callable[[tables.Chunk], pd.DataFrame]] = {
@@ -44,15 +45,16 @@ class Parts:
     violations: tuple[rules.Violation, ...]  # the events' Perfetto-rule violations (rules.check_events)
 
 
-def assemble(chunks: Iterable[tuple[int, list[Any]]]) -> Parts:
-    """Tables of the events given as ``(index of the first event, events)`` chunks, in order."""
+def assemble(chunks: Iterable[tuple[int, list[Any], list[EventFields]]]) -> Parts:
+    """Tables of the events given as ``(index of the first event, events, fields)`` chunks, in order; ``fields``: the
+    EventFields of consecutive runs of the chunk's events (ingest.events.Events.read), or none (read here)."""
     frames: dict[str, list[pd.DataFrame]] = {name: [] for name in BUILDERS}
     ts: list[np.ndarray] = []
     dur: list[np.ndarray] = []
     seen, hip = 0, False
     checker = rules.Checker()
-    for first, events in chunks:
-        chunk = tables.Chunk.of(events)
+    for first, events, parts in chunks:
+        chunk = tables.Chunk.of(events, EventFields.join(parts) if parts else None)
         for name, build in BUILDERS.items():
             df = build(chunk)
             if first:
@@ -65,9 +67,9 @@ def assemble(chunks: Iterable[tuple[int, list[Any]]]) -> Parts:
         calls = chunk.rows((S.CAT_RUNTIME,))[:max(AMD_SNIFF_CALLS - seen, 0)].tolist()
         seen += len(calls)
         hip = hip or any(str(events[i].get("name", "")).startswith("hip") for i in calls)
-        del events, chunk  # before the next chunk is parsed
+        del events, chunk, parts  # before the next chunk is parsed
     if not ts:
-        return assemble([(0, [])])
+        return assemble([(0, [], [])])
     violations = tuple(checker.violations())  # before the tables are joined: the two peaks do not add up
     del checker
     out = {}

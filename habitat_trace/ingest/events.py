@@ -2,7 +2,7 @@
 
 Contract: a read-only sequence of the events exactly as orjson parses them: ``len``, ``events[i]``
 (parses that one event), slices (lists), iteration and ``chunks()`` (about ``chunk_bytes`` of JSON
-parsed at a time). ``events[i]`` parses anew: a caller may change what it gets. Chunks (and iteration)
+at a time, parsed in parts of PART_BYTES; ``read`` also takes a function of each part right after its parse). ``events[i]`` parses anew: a caller may change what it gets. Chunks (and iteration)
 give fresh lists but, for a small document (KEEP_PARSED_BYTES), the same dicts every time: its events
 are parsed once, on the first full read, and shared by every later read (emit's writer copies an event
 before changing it). Holding the bytes (1x the file) instead of the parsed
@@ -10,7 +10,7 @@ dicts (5x) is what keeps a large trace's peak memory down; once
 ingest has built the tables, the bytes of a plain file are dropped and read again from the file when
 asked (``release``: the file's size and modification time must not change meanwhile).
 ``event_chunks`` gives the same ``(first index, events)`` chunks for a plain list. The first full read of a large
-document also finds which of its chunks are orjson's own dump of their events (``canonical``: compact JSON as orjson
+document also finds which of its parts are orjson's own dump of their events (``canonical``: compact JSON as orjson
 writes it, as a trace written by orjson is), so that a writer can edit those bytes instead of parsing them again.
 """
 from __future__ import annotations
@@ -18,8 +18,9 @@ from __future__ import annotations
 import operator
 import os
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
-from typing import Any, Iterator, Sequence, overload
+from typing import Any, Callable, Iterator, Sequence, TypeVar, overload
 
 import numpy as np
 import orjson
@@ -31,6 +32,12 @@ from habitat_trace.errors import TraceFormatError
 KEEP_PARSED_BYTES = 1 << 24
 COUNT_BLOCK_BYTES = 1 << 24
 CHUNK_BYTES = 1 << 23  # 8 MiB of JSON per chunk: ~30k Kineto events, ~40 MB while parsed; 16 MiB: +60 MB peak
+# A chunk is parsed in parts of about this many bytes, and ``Events.read``'s ``each`` reads a part right after its
+# parse, while its ~5 MB of new objects are still in the CPU's cache: the parse, canonical check, field reads and
+# freeing of a third of issue 34's 272 MB trace took 1.1 s in 1 MiB parts against 1.5-2.0 s in 8 MiB chunks
+# (process CPU, 2026-11-27; docs/performance.md)
+PART_BYTES = 1 << 20
+T = TypeVar("T")
 
 
 class ChangedFile(TraceFormatError):
@@ -184,27 +191,40 @@ class Events(Sequence[Any]):
     def chunks(self, chunk_bytes: int | None = None) -> Iterator[tuple[int, list[Any]]]:
         """``(index of the first event, events)`` for consecutive chunks of about ``chunk_bytes`` (a kept document:
         its chunks); a fresh list each time."""
+        for lo, chunk, _ in self.read(None, chunk_bytes):
+            yield lo, chunk
+
+    def read(self, each: Callable[[list[Any]], T] | None, chunk_bytes: int | None = None) -> Iterator[
+            tuple[int, list[Any], list[T]]]:
+        """``chunks()``, each chunk parsed in parts of about PART_BYTES, with ``each`` of every part (in order; none
+        without ``each``, or for a kept document after its first read), taken right after the part's parse."""
         if self._kept is not None:
-            for lo, chunk in self._kept:
-                yield lo, list(chunk)
+            for lo, events in self._kept:
+                yield lo, list(events), []
             return
         keep = self.shares_dicts
         kept = []
-        # the first full read of a large document (ingest's) compares each chunk with orjson's dump of its events:
+        # the first full read of a large document (ingest's) compares each part with orjson's dump of its events:
         # 0.7 s on issue 34's 272 MB trace, against the writer's second parse and dump that a match spares
         check = not keep and self.canonical is None
-        canonical = []
+        canonical: list[tuple[int, int]] = []
         bounds = self.bounds(None if keep else chunk_bytes)
         for lo, hi in zip(bounds[:-1], bounds[1:]):
-            chunk, text = self._parse(lo, hi)
-            # orjson writes no raw newline (Kineto's own files have one per line): no dump to compare there
-            if check and b"\n" not in text and orjson.dumps(chunk) == text:
-                canonical.append((lo, hi))
-            del text
+            chunk: list[Any] = []
+            made: list[T] = []
+            for a, b in pairwise(self.bounds(PART_BYTES, lo, hi)):
+                part, text = self._parse(a, b)
+                # orjson writes no raw newline (Kineto's own files have one per line): no dump to compare there
+                if check and b"\n" not in text and orjson.dumps(part) == text:
+                    canonical.append((a, b))
+                del text
+                if each is not None:
+                    made.append(each(part))
+                chunk += part
             if keep:
                 kept.append((lo, chunk))
                 chunk = list(chunk)
-            yield lo, chunk
+            yield lo, chunk, made
         if keep:
             self._kept = kept
         if check:
@@ -222,3 +242,10 @@ def event_chunks(events: Sequence[Any], chunk_bytes: int | None = None) -> Itera
     if isinstance(events, Events):
         return events.chunks(chunk_bytes)
     return iter([(0, list(events))])
+
+
+def event_reads(events: Sequence[Any], each: Callable[[list[Any]], T]) -> Iterator[tuple[int, list[Any], list[T]]]:
+    """``Events.read(each)``, or one chunk (a shallow copy) of any other sequence, with no ``each`` taken."""
+    if isinstance(events, Events):
+        return events.read(each)
+    return iter([(0, list(events), [])])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, Hashable, Sequence
 
@@ -32,6 +32,7 @@ PHASES: dict[Any, int] = {"X": X, "M": M, "s": FLOW_S, "f": FLOW_F, "t": FLOW_T,
 _KEYS = ("ph", "ts", "dur", "pid", "tid", "cat", "name", "args")
 _DEFAULTS = (None, None, None, None, None, NO_CAT, "", None)  # what each key reads as when absent
 _NONE_ROW = (NOT_OBJECT, None, None, None, None, NOT_EVENT, "", None)  # a traceEvents entry that is not an object
+_JOINED = ("phase", "args_or_empty", "_numbers", "_ns", "_id_strings")  # computed by ``read``, joined by ``join``
 
 
 def take(values: Sequence[Any], idx: Sequence[int]) -> list[Any]:
@@ -75,6 +76,35 @@ class EventFields:
         rows = [tuple(e.get(k, d) for k, d in zip(_KEYS, _DEFAULTS)) if type(e) is dict else _NONE_ROW
                 for e in events]
         return cls(*(list(c) for c in zip(*rows))) if rows else cls(*([] for _ in _KEYS))
+
+    @classmethod
+    def read(cls, events: Sequence[Any]) -> "EventFields":
+        """``of``, with the per-event columns that ``join`` carries over (``_JOINED``) computed now: what ingest takes
+        of each part of a chunk right after its parse, while the part's objects are still in the CPU's cache."""
+        fields = cls.of(events)
+        for name in _JOINED:
+            getattr(fields, name)
+        return fields
+
+    @classmethod
+    def join(cls, parts: Sequence["EventFields"]) -> "EventFields":
+        """The fields of consecutive runs of events (each run's ``of`` or ``read``) as one: what ``of`` gives on all
+        the events, with each column of ``_JOINED`` that every part has computed joined too (each is per event)."""
+        if len(parts) == 1:
+            return parts[0]
+        out = cls(*(list(chain.from_iterable(getattr(p, k) for p in parts)) for k in _KEYS))
+        if all("phase" in vars(p) for p in parts):
+            vars(out)["phase"] = np.concatenate([p.phase for p in parts])
+        if all("args_or_empty" in vars(p) for p in parts):
+            vars(out)["args_or_empty"] = list(chain.from_iterable(p.args_or_empty for p in parts))
+        for name in ("_numbers", "_ns", "_id_strings"):  # {key: column, or None where a part's rule is per value}
+            if all(name in vars(p) for p in parts):
+                columns = [vars(p)[name] for p in parts]
+                vars(out)[name] = {key: None if any(c.get(key) is None for c in columns) else
+                                   np.concatenate([c[key] for c in columns]) for key in columns[0]}
+                if name == "_ns":  # a part without a key has a time past int64's range: the whole chunk goes per row
+                    vars(out)[name] = {k: v for k, v in vars(out)[name].items() if v is not None}
+        return out
 
     @cached_property
     def phase(self) -> np.ndarray:
@@ -134,6 +164,10 @@ class EventFields:
         # None stands for both an absent key and a null; the tables read an absent pid as "": per row then
         return {key: None if type(None) in set(map(type, values)) else col.strings(values)
                 for key, values in (("pid", self.pid), ("tid", self.tid))}
+
+    def id_strings(self, key: str) -> np.ndarray | None:
+        """``str`` of every event's pid or tid (an object array), or None where one is null or absent."""
+        return self._id_strings[key]
 
     def strings_at(self, key: str, idx: np.ndarray, events: Sequence[Any]) -> np.ndarray:
         """``strings([events[i].get(key, "") for i in idx])`` (pid or tid; ``events``: the chunk's)."""

@@ -24,6 +24,7 @@ from itertools import repeat
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
+import pandas as pd
 
 from habitat_trace.ingest import fields as F
 from habitat_trace.ingest.events import event_chunks
@@ -121,7 +122,7 @@ class Checker:
             for k in np.flatnonzero(ok & _bad_ids(values)).tolist():
                 self._out.append(Violation(first + k, "id-range", f"{key} {values[k]} does not fit uint32"))
         placed = np.flatnonzero(ok & (kind >= _SLICE))
-        track = self._track_codes(take(f.pid, placed.tolist()), take(f.tid, placed.tolist()))
+        track = self._track_codes(f, placed)
         sl = kind[placed] == _SLICE
         rows = placed[sl]
         self._slices.append((track[sl], ts[rows], ts[rows] + dur[rows], rows + first))
@@ -132,9 +133,21 @@ class Checker:
         loose[is_f] = np.fromiter(map(operator.ne, bp, repeat("e")), dtype=bool, count=int(is_f.sum()))
         self._flows.append((track[~sl], ts[rows], rows + first, is_f, loose))
 
-    def _track_codes(self, pids: list[Any], tids: list[Any]) -> np.ndarray:
-        """The code of each event's track (str(pid), str(tid)), stringified once per distinct (pid, tid) where
-        equal values have equal strings (ints, strings and null; 1 == 1.0 == True would not)."""
+    def _track_codes(self, f: EventFields, rows: np.ndarray) -> np.ndarray:
+        """The code of each row's track (str(pid), str(tid)). Where the chunk's pid and tid strings are at hand
+        (EventFields.id_strings: no null among them), the pairs are factorized (pandas' hash table; a Kineto
+        trace has a few dozen tracks) and only the distinct ones are looked up; else each distinct (pid, tid) is
+        stringified once where equal values have equal strings (ints, strings and null; 1 == 1.0 == True would not)."""
+        pid, tid = f.id_strings("pid"), f.id_strings("tid")
+        if pid is not None and tid is not None:
+            p_code, p_uniq = pd.factorize(pid[rows], sort=False)
+            t_code, t_uniq = pd.factorize(tid[rows], sort=False)
+            width = max(len(t_uniq), 1)
+            code, pairs = pd.factorize(p_code.astype(np.int64) * width + t_code, sort=False)
+            glob = [self._tracks.setdefault((p_uniq[k // width], t_uniq[k % width]), len(self._tracks))
+                    for k in pairs.tolist()]
+            return np.array(glob, dtype=np.int64)[code]
+        pids, tids = take(f.pid, rows.tolist()), take(f.tid, rows.tolist())
         if set(map(type, pids)) | set(map(type, tids)) <= {int, str, type(None)}:
             pairs = list(zip(pids, tids))
             local = {k: i for i, k in enumerate(dict.fromkeys(pairs))}

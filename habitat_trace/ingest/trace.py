@@ -24,7 +24,8 @@ from habitat_trace.ingest import classify, linking, reader, rocm, rules
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.assemble import assemble
 from habitat_trace.ingest.columns import NO_TIME
-from habitat_trace.ingest.events import ChunkError, Events, FileStamp, event_chunks
+from habitat_trace.ingest.events import ChunkError, Events, FileStamp, event_reads
+from habitat_trace.ingest.fields import EventFields
 
 T = TypeVar("T")
 CAT_PROFILER_RANGE = "cuda_profiler_range"  # CUPTI range-profiler events (kineto ActivityType CUDA_PROFILER_RANGE)
@@ -209,11 +210,12 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _chunks(events: Sequence[Any], path: Path, stamp: Optional[FileStamp]) -> Iterator[tuple[int, list[Any]]]:
-    """The events' chunks; after the last, their bytes are dropped when ``path`` holds them (``stamp``), once the
-    python_function events are counted in them (what the overhead estimate asks of every trace: from memory, not from
-    the file again)."""
-    yield from event_chunks(events)
+def _chunks(events: Sequence[Any], path: Path, stamp: Optional[FileStamp]) -> Iterator[tuple[int, list[Any],
+                                                                                            list[EventFields]]]:
+    """The events' chunks with their fields (read a part at a time: Events.read); after the last, their bytes are
+    dropped when ``path`` holds them (``stamp``), once the python_function events are counted in them (what the
+    overhead estimate asks of every trace: from memory, not from the file again)."""
+    yield from event_reads(events, EventFields.read)
     if stamp is not None and isinstance(events, Events):
         events.text_count(S.PYTHON_TOKEN)
         events.release(path, stamp)
