@@ -120,24 +120,6 @@ def test_unprofiled_steps_in_a_trace_are_read_robustly(tmp_path: Path) -> None:
     assert pipeline.measured_step_ns(load(MLP_FIXTURE)) is None
 
 
-def test_a_rank_of_a_multi_process_run_pays_the_rank_overhead_scale() -> None:
-    """Pins pipeline.host.RANK_OVERHEAD_SCALE (the joint replay was slow in 17 of 18 host sessions): a rank's clock
-    removes the overhead model's costs times the factor, a one-process trace's the model's own, from the same model."""
-    from habitat_trace.pipeline.host import RANK_OVERHEAD_SCALE, model_scale
-    from habitat_trace.timeline import overhead
-
-    data = Path(__file__).parent / "data" / "dist_mlp_h100x2"
-    rank, single = load(data / "ddp-rank0.pt.trace.json.gz"), load(data / "single.pt.trace.json.gz")
-    assert RANK_OVERHEAD_SCALE > 1.0
-    assert model_scale(rank) == RANK_OVERHEAD_SCALE and model_scale(single) == 1.0
-    for t, scale in ((rank, RANK_OVERHEAD_SCALE), (single, 1.0)):
-        clock = pipeline.host_clock(t)
-        want = overhead.estimate(t, one_clock=True, scale=scale).per_step_ns
-        assert np.array_equal(clock.overhead_per_step_ns, want)
-    more = overhead.estimate(rank, one_clock=True, scale=RANK_OVERHEAD_SCALE).per_step_ns
-    assert (more >= overhead.estimate(rank, one_clock=True).per_step_ns).all()
-
-
 def test_a_measured_step_the_model_already_meets_leaves_the_clock_alone(mlp) -> None:
     """Regression (ELECTRA fp32, 2026-11-27): a GPU-bound step measured within PACE_TOLERANCE of the model's own
     replay was calibrated as if the host set its pace (a step above CPU_BOUND_MARGIN x the busy time), to a third of

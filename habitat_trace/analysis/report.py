@@ -97,10 +97,9 @@ def profiler_overhead(trace: Tables, headline: Optional[Headline] = None) -> dic
     measured un-profiled step when the trace carries one (habitat_trace.schedule); and the origin's real step
     that compare's first row reports, with its range (origin_step()), so inspect and compare say one thing."""
     from habitat_trace.pipeline import measured_step_ns
-    from habitat_trace.pipeline.host import model_scale
     from habitat_trace.timeline import overhead
 
-    est = overhead.estimate(trace, one_clock=True, scale=model_scale(trace))
+    est = overhead.estimate(trace, one_clock=True)
     ev = est.evidence
     measured = measured_step_ns(trace)
     return {**origin_step(headline),

@@ -34,15 +34,6 @@ MAX_CALIBRATION = 3.0
 # a mismatch within this share is left alone (a hook-recorded trace's clock then stays as it was).
 PACE_TOLERANCE = 0.02
 
-# A rank of a multi-process run (distributedInfo world_size > 1) pays the profiler more per recorded event than the
-# one-process runs the overhead model was calibrated on (its steps ran beside N-1 other profiled processes and their
-# NCCL proxy threads): the joint replay of the rank traces was slow in 17 of 18 host sessions' tables (mean +8%, the
-# same program's profiled 4-rank steps up to 1.6x its 2-rank ones, un-profiled steps alike; docs/distributed.md "The
-# ranks' profiler cost"). The factor on the model's costs: the best of 1.0/1.25/1.5 on one 4x H100 host's 32 rows
-# (h100x4k: joint 10.9% -> 9.6%), checked on another host's three workloads nothing had chosen by (h100x4j: 15.0% ->
-# 12.1%; that host alone would have picked 1.5). A measured step in the trace or given re-calibrates on top of it.
-RANK_OVERHEAD_SCALE = 1.25
-
 # Where the measured un-profiled step a clock is calibrated to comes from (HostClock.measured_source).
 MEASURED_IN_TRACE = "measured"  # the wait steps our hook timed (habitat_trace.schedule)
 GIVEN_BY_USER = "given"  # Host.measured_step_ms: the user's own measurement (--measured-step)
@@ -143,25 +134,18 @@ def host_clock(tables: Tables, host: Host = Host(), calibrate: bool = True) -> H
         pace = 1.0 if measured is None else _pace(tables, clock, measured)
         return HostClock(replace(clock, speed=host.cpu_speed * pace), np.zeros(len(tables.steps), dtype=np.int64),
                          measured, removed_before=removed_before, measured_source=source, pace=pace)
-    base = model_scale(tables)
-    est = overhead.estimate(tables, one_clock=True, scale=base)
+    est = overhead.estimate(tables, one_clock=True)
     factor = 1.0
     if calibrate and measured is not None and len(tables.steps):
         factor = _calibration(tables, est, measured)
         if factor != 1.0:
-            est = overhead.estimate(tables, one_clock=True, scale=base * factor)
+            est = overhead.estimate(tables, one_clock=True, scale=factor)
     clock = CpuClock.from_knots(*est.knots(0), start, host.cpu_speed)
     pace = 1.0 if measured is None or not calibrate else _pace(tables, clock, measured)
     given_ns = measured if source == GIVEN_BY_USER else None
     warnings = est.warnings + (_given_warnings(tables, est, given_ns, factor) if given_ns is not None else ())
     return HostClock(replace(clock, speed=host.cpu_speed * pace), est.per_step_ns, measured, factor, est.evidence,
                      warnings, measured_source=source, pace=pace)
-
-
-def model_scale(tables: Tables) -> float:
-    """The overhead model's cost factor for ``tables``: RANK_OVERHEAD_SCALE for a rank of a multi-process run, else 1."""
-    info = tables.distributed
-    return RANK_OVERHEAD_SCALE if info is not None and info.world_size > 1 else 1.0
 
 
 def _pace(tables: Tables, clock: CpuClock, measured_ns: float) -> float:
