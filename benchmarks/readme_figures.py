@@ -333,9 +333,10 @@ def _lambda_cells(precision: str) -> Callable[[], tuple[str, str, str, str]]:
 # benchmarks/results/scaleout/: ten sessions on H100 hosts of 4 and 2 GPUs (the b sessions held out of every fit; the c
 # sessions recorded after every fit, and not used to build the change they were first scored with; the d and e sessions,
 # 2026-11-27, three workloads no fit read, recorded before the change they were first scored with; the f session, three
-# more such workloads, recorded after the disturbed-step rule; g after the fixed host unit; h and 2e, three more, recorded
-# before the afternoon's buffer broadcast, collective spin and FSDP units of changing width; i, three more, after them;
-# j, k, 2f and l the evening's, each recorded before the code that scores it was final; five new workloads among them)
+# more such workloads, recorded after the disturbed-step rule; g after the fixed host unit; h and 2e, three more,
+# recorded before the afternoon's buffer broadcast, collective spin and FSDP units of changing width; i, three more,
+# after them; j, k, 2f and l the evening's, each recorded before the code that scores it was final; five new workloads
+# among them)
 SCALEOUT_RUNS = ("h100x4-20261126", "h100x2-20261126", "h100x4-fsdp1-20261126", "h100x2b-20261126",
                  "h100x4b-20261126", "h100x2c-20261126", "h100x4c-20261126", "h100x4d-20261127", "h100x2d-20261127",
                  "h100x4e-20261127", "h100x4f-20261127", "h100x4g-20261127", "h100x4h-20261127",

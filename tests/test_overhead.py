@@ -166,7 +166,8 @@ def test_host_free_time_is_the_time_between_op_starts_outside_calls(evs: list[tu
     and a runtime call added anywhere never adds host time to any op."""
     ts, dur, tid = map(list, zip(*evs))
     ops, no_calls, _ = _tables(ts, dur, tid)
-    calls = pd.DataFrame({S.NAME: ["cudaLaunchKernel"] * len(cs), S.TS: np.array([c[0] for c in cs], dtype=np.int64),
+    calls = pd.DataFrame({S.NAME: ["cudaLaunchKernel"] * len(cs),
+                          S.TS: np.array([c[0] for c in cs], dtype=np.int64),
                           S.DUR: np.array([c[1] for c in cs], dtype=np.int64), S.TID: np.zeros(len(cs), dtype=np.int64)})
     bare, with_calls = OH.host_free_ns(ops, no_calls), OH.host_free_ns(ops, calls)
     assert (with_calls >= 0).all() and (with_calls <= bare).all()

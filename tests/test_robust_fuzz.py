@@ -120,7 +120,8 @@ def _assert_valid(src: Path, out: Path, doc: dict) -> None:
 @given(mutations=st.lists(MUTATION, min_size=1, max_size=6), use_from=st.booleans())
 # issue 33, item 5: a cpu_op's dur "12" was read as 12 µs, and the output broke nesting
 @example(mutations=[("set", 4, "dur", "12")], use_from=False)
-# an ac2g flow "f" without its "cat" (not in the flow table) stayed at its old time and left the kernel it was bound to:
+# an ac2g flow "f" without its "cat" (not in the flow table) stayed at its old time and left the kernel it was bound
+# to:
 # "flow f ... is inside no slice on its track" (a random-profile run, 2026-11-27; tables.FLOW_OTHER)
 @example(mutations=[("drop", 1179, "cat")], use_from=False)
 def test_mutated_trace_scales_or_fails_cleanly(mutations: list[tuple], use_from: bool, tmp_path: Path,

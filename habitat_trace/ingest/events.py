@@ -1,14 +1,13 @@
 """``Events``: a trace's ``traceEvents`` kept as the document's bytes and parsed on access.
 
-Contract: a read-only sequence of the events exactly as orjson parses them: ``len``, ``events[i]``
-(parses that one event), slices (lists), iteration and ``chunks()`` (about ``chunk_bytes`` of JSON
-at a time, parsed in parts of PART_BYTES; ``read`` also takes a function of each part right after its parse). ``events[i]`` parses anew: a caller may change what it gets. Chunks (and iteration)
-give fresh lists but, for a small document (KEEP_PARSED_BYTES), the same dicts every time: its events
-are parsed once, on the first full read, and shared by every later read (emit's writer copies an event
-before changing it). Holding the bytes (1x the file) instead of the parsed
-dicts (5x) is what keeps a large trace's peak memory down; once
-ingest has built the tables, the bytes of a plain file are dropped and read again from the file when
-asked (``release``: the file's size and modification time must not change meanwhile).
+Contract: a read-only sequence of the events exactly as orjson parses them: ``len``, ``events[i]`` (parses that one
+event), slices (lists), iteration and ``chunks()`` (about ``chunk_bytes`` of JSON at a time, parsed in parts of
+PART_BYTES; ``read`` also takes a function of each part right after its parse). ``events[i]`` parses anew: a caller
+may change what it gets. Chunks (and iteration) give fresh lists but, for a small document (KEEP_PARSED_BYTES), the
+same dicts every time: its events are parsed once, on the first full read, and shared by every later read (emit's
+writer copies an event before changing it). Holding the bytes (1x the file) instead of the parsed dicts (5x) is what
+keeps a large trace's peak memory down; once ingest has built the tables, the bytes of a plain file are dropped and
+read again from the file when asked (``release``: the file's size and modification time must not change meanwhile).
 ``event_chunks`` gives the same ``(first index, events)`` chunks for a plain list. The first full read of a large
 document also finds which of its parts are orjson's own dump of their events (``canonical``: compact JSON as orjson
 writes it, as a trace written by orjson is), so that a writer can edit those bytes instead of parsing them again.

@@ -237,27 +237,25 @@ def annotation_table(c: Chunk) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-FLOW_CATEGORIES = (S.CAT_FLOW_LAUNCH, S.CAT_FLOW_FWDBWD, "")  # the last: FLOW_OTHER (below)
-
-
 # The flow table's rows of flow events (ph s/f/t) of no known flow category (a "cat" dropped or renamed): they bind to
 # nothing ingest links, but they keep their place inside the slice they sit in when the replay moves it (issue 33's
 # fuzz, 2026-11-27: an ac2g "f" without its "cat" stayed at its old time and left the kernel it was bound to).
 FLOW_OTHER = ""
+LINKED_FLOWS = (S.CAT_FLOW_LAUNCH, S.CAT_FLOW_FWDBWD)
+FLOW_CATEGORIES = LINKED_FLOWS + (FLOW_OTHER,)
 
 
 def flow_part(c: Chunk, cat: str) -> pd.DataFrame:
     """The flow table's rows of one category (launch or forward/backward flows; FLOW_OTHER: flow events of any
     other category)."""
     f = c.fields
+    flow = (f.phase == FLOW_S) | (f.phase == FLOW_F) | (f.phase == FLOW_T)
     if cat == FLOW_OTHER:
-        mask = (f.phase == FLOW_S) | (f.phase == FLOW_F) | (f.phase == FLOW_T)
-        mask[c.rows(FLOW_CATEGORIES[:-1])] = False
-        idx = np.flatnonzero(mask)
+        flow[c.rows(LINKED_FLOWS)] = False
+        idx = np.flatnonzero(flow)
     else:
         idx = c.rows((cat,))
-        phase = f.phase[idx]
-        idx = idx[(phase == FLOW_S) | (phase == FLOW_F) | (phase == FLOW_T)]
+        idx = idx[flow[idx]]
     rows = idx.tolist()
     return pd.DataFrame({
         S.EVENT: idx,

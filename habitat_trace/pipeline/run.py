@@ -21,6 +21,7 @@ from habitat_trace.errors import HabitatTraceError, SpecError, TraceFormatError
 from habitat_trace.ingest import reader, rules
 from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import DistributedInfo, Tables, load
+from habitat_trace.pipeline.figures import iteration_figures
 from habitat_trace.pipeline.host import GIVEN_BY_USER, PACE_TOLERANCE, HostClock, host_clock
 from habitat_trace.pipeline.options import Options
 from habitat_trace.scale.engine import predict
@@ -100,12 +101,12 @@ class Rank:
         if hc.measured_step_ns is None or (hc.calibration == 1.0 and hc.pace == 1.0) or (info and info.world_size > 1):
             return hc
         model = host_clock(self.tables, self.options.host, calibrate=False)
-        pred = predict(self.tables, self.origin, self.origin)
-        one = replay_ranks([self.tables], [pred], [model.clock]).timelines[0]
-        from habitat_trace.pipeline.figures import iteration_figures
-
-        replayed_ns = iteration_figures(self.tables, one)[0] * 1e6
+        replayed_ns = self.alone_ms(predict(self.tables, self.origin, self.origin), model.clock) * 1e6
         return model if abs(replayed_ns / hc.measured_step_ns - 1.0) <= PACE_TOLERANCE else hc
+
+    def alone_ms(self, pred: Prediction, clock: CpuClock) -> float:
+        """This trace's iteration (ms) replayed alone (no other rank) with ``pred``'s kernel times on ``clock``."""
+        return iteration_figures(self.tables, replay_ranks([self.tables], [pred], [clock]).timelines[0])[0]
 
     @cached_property
     def band(self) -> hostband.HostBand:
@@ -231,8 +232,6 @@ class RankReplay:
         (hostband.ends_range). On the origin neither the iteration nor its range is below what the trace proves
         (Rank.floor_ms). Not the central replay's GPU busy time: a faster host lets streams overlap more (gnmt on an
         H200: 27.5 ms busy on the band's fast clock, 32.4 central)."""
-        from habitat_trace.pipeline.figures import iteration_figures
-
         it, busy = iteration_figures(self.tables, self.timeline, self.keep)
         measured = self.host.measured_step_ns
         same = self.prediction.facts is None and self.origin == self.target and self.scaled_out is None
@@ -404,13 +403,10 @@ class Run:
         the N-rank iteration: ``communication_ms`` (the collectives and the copies DDP/FSDP add, exposed on the
         GPU; no host cost, no contention), ``host_work_ms`` (their issue and the hooks on the host:
         scale/dp_host.py), ``interference_ms`` (compute kernels slowed where a collective's channels hold SMs)."""
-        from habitat_trace.pipeline.figures import iteration_figures
-
         r = self.ranks[0]
         pred = predict(r.tables, r.origin, target if target is not None else r.origin)
         plan = self.options.data_parallel.plan(self.options.deployment)
-        one = replay_ranks([r.tables], [pred], [r.clock.clock]).timelines[0]
-        one_ms = iteration_figures(r.tables, one)[0]
+        one_ms = r.alone_ms(pred, r.clock.clock)
 
         prepared = prepare(r.tables, pred, plan, r.params)
         quiet = replace(prepared, channels=0)  # no contention
