@@ -419,6 +419,48 @@ def gpt_neo(dev: torch.device, tiny: bool) -> Workload:
     return _hf(dev, tiny, cfg, tr.GPTNeoForCausalLM, GPTNeoBlock, (4, 512), None)
 
 
+def bart(dev: torch.device, tiny: bool) -> Workload:
+    """HF BART encoder-decoder of bart-base's shape (d 768, 6 + 6 layers, 12 heads, FFN 3072, learned positions,
+    vocab 50265, tied head), batch 8 x 256 (the labels are the inputs: teacher forcing), fp32 (TF32 off), AdamW;
+    the encoder and decoder layers are the units."""
+    tr = _transformers()
+    from transformers.models.bart.modeling_bart import BartDecoderLayer, BartEncoderLayer
+
+    size = dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
+                encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=128, max_position_embeddings=32) if tiny else dict(
+        d_model=768, encoder_layers=6, decoder_layers=6, encoder_attention_heads=12, decoder_attention_heads=12,
+        encoder_ffn_dim=3072, decoder_ffn_dim=3072, vocab_size=50265, max_position_embeddings=1024)
+    cfg = tr.BartConfig(**size)
+    work = _hf(dev, tiny, cfg, tr.BartForConditionalGeneration, BartEncoderLayer, (8, 256), None)
+    work.wrap = lambda m: isinstance(m, (BartEncoderLayer, BartDecoderLayer))
+    return work
+
+
+def googlenet(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision GoogLeNet (6.6M, nine Inception blocks of four concatenated branches, 57 BatchNorms, no auxiliary
+    heads), batch 64, fp32 (TF32 off), SGD with momentum; Inception is the unit."""
+    tvm = _torchvision_models()
+    from torchvision.models.googlenet import Inception
+
+    model = tvm.googlenet(weights=None, aux_logits=False, init_weights=True)
+    return _vision(dev, tiny, model, 64, None, lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                   lambda m: isinstance(m, Inception))
+
+
+def phi(dev: torch.device, tiny: bool) -> Workload:
+    """HF Phi decoder of phi-1.5's layout at d 1024 (8 layers, 16 heads, attention and MLP in parallel from one
+    LayerNorm, partial rotary 0.5, GELU MLP 4096, vocab 51200), batch 4 x 1024, bf16 autocast, AdamW;
+    PhiDecoderLayer is the unit."""
+    tr = _transformers()
+    from transformers.models.phi.modeling_phi import PhiDecoderLayer
+
+    size = dict(TINY_HF, num_attention_heads=4) if tiny else dict(
+        hidden_size=1024, intermediate_size=4096, num_hidden_layers=8, num_attention_heads=16, vocab_size=51200,
+        max_position_embeddings=1024)
+    cfg = tr.PhiConfig(**size, partial_rotary_factor=0.5, attn_implementation="sdpa")
+    return _hf(dev, tiny, cfg, tr.PhiForCausalLM, PhiDecoderLayer, (4, 1024), torch.bfloat16)
+
+
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
     "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp, "resnet50_b32_cl_amp": resnet50_amp,
@@ -438,6 +480,8 @@ WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "wide_resnet50_b32_amp": wide_resnet, "bloom_d1024_l12_b4_s512_amp": bloom, "electra_b16_s256_fp32": electra,
     # held out of every choice of the evening session (added after RANK_OVERHEAD_SCALE was chosen, before any scoring)
     "efficientnet_v2s_b32_amp": efficientnet_v2, "gptneo_d768_l12_b4_s512_fp32": gpt_neo,
+    # held out of every choice of the 2026-11-27 night session (added at its start, before any change)
+    "bart_base_b8_s256_fp32": bart, "googlenet_b64_fp32": googlenet, "phi_d1024_l8_b4_s1024_amp": phi,
 }
 
 
