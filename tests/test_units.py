@@ -83,6 +83,26 @@ def test_inverted_residuals_of_other_widths_are_units() -> None:
         assert _units(blocks, amp)[0] == truth[:2]
 
 
+def _inception(cin: int, c1: int, c3r: int, c3: int, c5r: int, c5: int, pool: int) -> Tensors:
+    """torchvision googlenet.Inception: four branches from the block's input, concatenated: 1x1; 1x1 -> 3x3; 1x1 ->
+    3x3 (torchvision's 5x5 is a 3x3); max-pool -> 1x1; each conv a BasicConv2d (conv, BatchNorm); reversed, so the
+    pool branch's tensors come first."""
+    return _conv_bn(pool, cin) + _conv_bn(c5, c5r, 3) + _conv_bn(c5r, cin) + _conv_bn(c3, c3r, 3) + \
+        _conv_bn(c3r, cin) + _conv_bn(c1, cin)
+
+
+def test_inception_blocks_of_other_widths_are_units() -> None:
+    # GoogLeNet's stage 4 (inception4a..4e: widths from the paper's table 1), reversed, the stem's conv after it;
+    # no branch feeds the next by channels (each reads the block's input): what a chain alone calls four breaks
+    stage = [(480, 192, 96, 208, 16, 48, 64), (512, 160, 112, 224, 24, 64, 64), (512, 128, 128, 256, 24, 64, 64),
+             (512, 112, 144, 288, 32, 64, 64), (528, 256, 160, 320, 32, 128, 128)]
+    blocks = [_inception(*w) for w in reversed(stage)]
+    units, truth = _units(blocks + [_conv_bn(192, 64, 3)], joins=["cat"] * 5 + [""])
+    assert units == truth[:5]
+    # without the concatenations nothing bounds a block, and the branches stay breaks: no unit
+    assert _units(blocks + [_conv_bn(192, 64, 3)])[0] == []
+
+
 def test_a_plain_conv_stack_has_no_units() -> None:
     # a conv/BN stack of changing widths (VGG-like, no joins): no block boundary anywhere, and a conv + norm alone
     # (its repeats of equal shapes included) is never a unit

@@ -163,12 +163,6 @@ def chain_rules(shapes: list[tuple[int, ...]], forward: Optional[Sequence[int]],
             ends[k] = (main[0] if main[1] == 1 else main[1], main[0], "dw" if main[1] == 1 else "conv")
         else:
             ends[k] = (main[-1] if len(main) == 2 else main[0] if main else 0, main[0] if main else 0, "")
-    brk, inner = np.zeros(n, dtype=np.int64), np.zeros(n + 1, dtype=np.int64)  # inner[n]: past the end
-    for i in range(1, n):
-        inner[i] = int(layer[i] == layer[i - 1] and ends[layer[i]][2] != "")
-        if layer[i] != layer[i - 1]:
-            # gradient-ready order runs backward: layer i ran before layer i-1 in the forward, so i feeds i-1
-            brk[i] = int(not _feeds(ends[layer[i]], ends[layer[i - 1]]))
     marks = np.zeros(n, dtype=np.int64)
     if joins is not None and len(joins):
         # a join between two tensors' forward ops (tensor i ran before tensor i-1) ends a block there, where a
@@ -177,10 +171,25 @@ def chain_rules(shapes: list[tuple[int, ...]], forward: Optional[Sequence[int]],
         conv = np.array([ends[k][2] != "" for k in layer])
         known = (fwd[1:] >= 0) & (fwd[:-1] >= 0) & (fwd[1:] < fwd[:-1]) & (conv[1:] | conv[:-1])
         between = np.searchsorted(t, fwd[:-1], "left") > np.searchsorted(t, fwd[1:], "right")
-        joined = known & between
-        marks[1:] = joined
-        brk |= marks
-        inner[1:n] &= (~joined).astype(np.int64)  # a norm after a join is the next block's (DenseNet's norm1)
+        marks[1:] = known & between
+    brk, inner = np.zeros(n, dtype=np.int64), np.zeros(n + 1, dtype=np.int64)  # inner[n]: past the end
+    inputs: set[int] = set()  # input channels of the convolutions since the last join (forward-earlier: later here)
+    for i in range(n - 1, 0, -1):
+        if ends[layer[i]][2] == "conv":
+            inputs.add(ends[layer[i]][0])
+        inner[i] = int(layer[i] == layer[i - 1] and ends[layer[i]][2] != "")
+        if layer[i] != layer[i - 1]:
+            # gradient-ready order runs backward: layer i ran before layer i-1 in the forward, so i feeds i-1; or,
+            # with the joins known, i-1 is a sibling branch that reads what an earlier convolution of the same
+            # block read (an Inception block's four branches from its input, concatenated at its end: Szegedy et
+            # al., "Going deeper with convolutions", CVPR 2015, fig. 2; torchvision googlenet.py Inception)
+            dst = ends[layer[i - 1]]
+            sibling = bool(marks.any()) and dst[2] == "conv" and dst[0] in inputs and not marks[i]
+            brk[i] = int(not _feeds(ends[layer[i]], dst) and not sibling)
+        if marks[i]:
+            inputs = set()
+    brk |= marks
+    inner[1:n] &= (1 - marks[1:]).astype(np.int64)  # a norm after a join is the next block's (DenseNet's norm1)
     return _Rules(weight, np.array([len(s) == 4 for s in shapes], dtype=np.int64), brk, marks, inner)
 
 
