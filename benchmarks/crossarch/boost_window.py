@@ -19,9 +19,9 @@ at boost until the window's energy is spent. A kernel of measured time T then di
 
 and its time at the sustained rate is T_s = T + (beta - 1) min(T, tau). On NeuSight's 70 W T4 the p90 FP32 GEMM rate
 falls from 1.37x its long-kernel plateau under 0.25 ms to 1.0x beyond 8 ms, as this says; on the A100, V100, P100, P4
-and our H100 it rises with T (more waves fill the SMs better) or their shortest kernels run below the plateau, so
-they get no boost (beta = 1): the model's curve falls with T, so a curve that does not is none of its. beta and tau are each GPU's own rate-against-time curve, fitted to nothing else: no prediction or error
-is read.
+and our H100 it rises with T (more waves fill the SMs better) or their shortest kernels run below the plateau, so they
+get no boost (beta = 1): the model's curve falls with T, so a curve that does not is none of its. beta and tau are each
+GPU's own rate-against-time curve, fitted to nothing else: no prediction or error is read.
 """
 from __future__ import annotations
 
