@@ -78,11 +78,11 @@ fraction and A the mean slope of log e on one GPU against another (every ordered
 (the T4's one-call times less its boost window, benchmarks/crossarch/boost_window.py). The median, not the geometric
 mean: log e has a long left tail (skew -2.2 / -1.8, short-K shapes) that puts the mean of logs at the 30th / 35th
 percentile. A GEMM measured above its GPU's sustained rate (e > 1, the rate being the p90 of large GEMMs) ran above the
-clock its power limit sustains (NeuSight times one call at a time: the T4 and P4 start short kernels at boost clock,
-docs/learned.md), so the target's compute stays at its own rate rather than the origin's fit. Neither applies on one
-chip (``same_kernels``: the same library runs the same kernels) nor to tensor-core GEMMs (no cross-chip per-kernel data
-here to measure them on). On NeuSight's shapes of >= 0.1 ms on our H100: 17.7% -> 15.1% median (with each GPU left out
-of E and A, each GPU's rows within 0.4 points of that); between the five 18.4% -> 17.7%
+clock its power limit sustains (a call started on an idle GPU: the T4 runs its first 0.7 ms at 1.35x its sustained rate,
+benchmarks/crossarch/boost_window.py), so the target's compute stays at its own rate rather than the origin's fit.
+Neither applies on one chip (``same_kernels``: the same library runs the same kernels) nor to tensor-core GEMMs (no
+cross-chip per-kernel data here to measure them on). On NeuSight's shapes of >= 0.1 ms on our H100: 17.7% -> 15.1%
+median (with each GPU left out of E and A, each GPU's rows within 0.4 points of that); between the five 18.4% -> 17.7%
 (benchmarks/crossarch/gemm_efficiency.py --loo, gemm_kernels.py); with the T4's boost window taken out of its one-call
 timings, 14.8% and 16.6%.
 
