@@ -447,3 +447,34 @@ def test_power_limit_sets_the_clock_of_a_card_that_cannot_hold_boost() -> None:
     half = _capped("A100 SXM4 80GB", [0.5])[0]
     assert half.boost_clock_mhz == pytest.approx(1410 * 0.5 ** (1 / 3))
     assert "power limit" in half.source
+
+
+SGEMM = "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(Params)"
+
+
+def _sgemm_trace(durs: list[int]) -> SimpleNamespace:
+    """_trace with its GEMMs in fp32 on the CUDA cores: the kernel-choice term's and the learned model's path."""
+    trace = _trace(durs)
+    gpu = trace.gpu.assign(**{S.NAME: np.where(trace.gpu[S.OP] == 0, SGEMM, ADD)})
+    return SimpleNamespace(gpu=gpu, ops=OPS.assign(**{S.INPUT_TYPES: [["float", "float"], ["float", "float"]]}))
+
+
+@given(st.sampled_from([s.name for s in NVIDIA if not s.base]), st.sampled_from(["H100 SXM5 80GB", "V100 PCIe 32GB",
+       "T4", "A100 PCIe 40GB", "RTX 4090"]), st.floats(0.2, 1.0), st.floats(0.2, 1.0),
+       st.lists(st.floats(1.0, 20.0), min_size=2, max_size=6), st.booleans())
+def test_a_lower_power_limit_is_never_faster_from_any_origin(base: str, origin: str, a: float, b: float,
+                                                             slow: list[float], fp32: bool) -> None:
+    """Issue 32's property through every path a kernel can take (specs' what-if entry, then the engine): from older
+    and newer origins, with the GEMMs in fp16 or on the CUDA cores (the kernel-choice term across chips, the learned
+    FP32 model between pre-Hopper GPUs, the wave law on one chip), a GPU at a lower power limit is never faster.
+    Each kernel takes ``slow`` times what the origin's datasheet peak allows (a trace the origin could record)."""
+    lo, hi = sorted((a, b))
+    low, high = _capped(base, [lo, hi])
+    src = CATALOG.resolve(origin)
+    gemm_ns = 2 * M * N * K / (src.fp32_tflops if fp32 else src.tensor_tflops.get("fp16", src.fp32_tflops)) / 1e3
+    add_ns = 3 * 16 * 512 * 1024 * 2 / src.memory_bandwidth_gbs
+    durs = [int(x * (gemm_ns if i % 2 == 0 else add_ns)) + 1 for i, x in enumerate(slow)]
+    trace = _sgemm_trace(durs) if fp32 else _trace(durs)
+    t_low, t_high = predict(trace, src, low).dur_ns, predict(trace, src, high).dur_ns
+    assert np.all(t_low >= t_high - 1)
+    assert np.all(t_high >= predict(trace, src, CATALOG.resolve(base)).dur_ns - 1)

@@ -397,3 +397,17 @@ def test_gpus_bad_format_and_bad_specs():
         CliRunner().invoke(app, ["gpus", "--format", "yaml"], catch_exceptions=False)
     with pytest.raises(SpecError, match="not found"):
         CliRunner().invoke(app, ["gpus", "--specs", "/nonexistent/x.toml"], catch_exceptions=False)
+
+
+def test_what_if_entries_carry_their_resolved_base(tmp_path):
+    """base_spec (the engine predicts a what-if's learned FP32 GEMMs on it): the base of this file or the catalog,
+    with its own base_spec, so a chain ends at a catalog GPU; reports and documents name the base, no nested entry."""
+    from habitat_trace.scale.gpu import spec_fields
+    path = _write(tmp_path, '[gpus."T4 capped"]\nbase = "T4"\ntdp_w = 35.0\n\n'
+                            '[gpus."T4 capped, fewer SMs"]\nbase = "T4 capped"\nsms = 20\n')
+    cat = load_catalog(path)
+    chained = cat.resolve("T4 capped, fewer SMs")
+    assert chained.base_spec == cat.resolve("T4 capped") and chained.base_spec.base_spec == CATALOG.resolve("T4")
+    assert CATALOG.resolve("T4").base_spec is None
+    fields = spec_fields(chained)
+    assert "base_spec" not in fields and fields["base"] == "T4 capped" and fields["sms"] == 20

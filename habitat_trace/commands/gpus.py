@@ -4,14 +4,13 @@ that compare GPUs.
 """
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any, Optional
 
 import pandas as pd
 
 from habitat_trace.commands.render import Column, Report, Table
-from habitat_trace.scale.gpu import GpuSpec
+from habitat_trace.scale.gpu import GpuSpec, spec_fields
 from habitat_trace.scale.specs import load_catalog
 
 
@@ -32,7 +31,7 @@ SHOWN = (Column("name", "name", of=lambda r: r["name"] + (f" (base {r['base']})"
 
 def spec_to_dict(spec: GpuSpec) -> dict[str, Any]:
     """Every field of a GpuSpec as plain JSON types (tuples become lists, mappings dicts)."""
-    out = dataclasses.asdict(spec)
+    out = spec_fields(spec)
     out["tensor_tflops"] = dict(spec.tensor_tflops)
     out["extra"] = dict(spec.extra)
     return out

@@ -8,7 +8,6 @@ a kernel has them they are recomputed for the target (``target_occupancy_args``)
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from habitat_trace.pipeline.host import host_record
 from habitat_trace.pipeline.run import RankReplay
 from habitat_trace.scale import facts
 from habitat_trace.scale.dp_host import ddp_host_slowdown
-from habitat_trace.scale.gpu import GpuSpec
+from habitat_trace.scale.gpu import GpuSpec, spec_fields
 from habitat_trace.scale.prediction import IDENTITY, Prediction
 from habitat_trace.timeline.replay import Timeline
 
@@ -165,7 +164,7 @@ def device_properties(spec: GpuSpec, base: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def spec_dict(spec: GpuSpec) -> dict[str, Any]:
-    return orjson.loads(orjson.dumps(dataclasses.asdict(spec), default=dict))
+    return orjson.loads(orjson.dumps(spec_fields(spec), default=dict))
 
 
 def target_occupancy_args(gpu: pd.DataFrame, target: GpuSpec) -> tuple[np.ndarray, ...]:

@@ -64,25 +64,27 @@ Adding it from an H100 to those GPUs had cost NeuSight's FP32 dev cells 9.3% -> 
 13.7% (T4 26.9%, RTX 3090 16.9%); the split keeps the GEMM kernels' and Blackwell's gain without that cost (the
 choice, with one GPU and one model family left out: benchmarks/results/gemm_rule_choice.md).
 
-Kernel choice (issue 32, part 3; CUDA-core GEMMs whose time beyond the rate adds). Beyond its first wave a GEMM
-reaches a fraction e = c / (c + l (1 - 1/W)) of its GPU's sustained rate, and that fraction is partly the shape's
-(waves, K, tile fill: the same on any GPU) and partly the kernel the origin's library picked for it, which the target's
-library does not run: cuBLAS picks per GPU (NeuSight's P4 and P100 run their linear shapes with K-major
-`maxwell_sgemm_*_tn` kernels that fall to 0.25-0.4 of their rate as the weight grows, while their `_nn` bmm kernels
-hold it and the V100's `volta_sgemm_*_tn` hold 0.9; our H100 runs bmm shapes with 32 outputs per thread at 0.58).
-Over NeuSight's five GPUs the correlation of log e between two GPUs on the same shapes is 0.91 for strided-batched
-GEMMs and 0.57 for single ones, so carrying e whole (the law before) carries the origin's kernel choice too. The
-target's fraction is the least-squares prediction from the origin's instead, in log space (regression toward the
-mean): e_t = E (e_o / E)^A, E the median fraction and A the mean slope of log e on one GPU against another (every
-ordered pair of the five), per kind (single: E 0.885, A 0.664; batched: 0.599, 0.930; TYPICAL_EFFICIENCY,
-EFFICIENCY_SLOPE). The median, not the geometric mean: log e has a long left tail (skew -2.2 / -1.8, short-K shapes)
-that puts the mean of logs at the 30th / 35th percentile. A GEMM measured above its GPU's sustained rate (e > 1, the
-rate being the p90 of large GEMMs) ran above the clock its power limit sustains (NeuSight times one call at a time:
-the T4 and P4 start short kernels at boost clock, docs/learned.md), so the target's compute stays at its own rate
-rather than the origin's fit. Neither applies on one chip (``same_kernels``: the same library runs the same kernels)
-nor to tensor-core GEMMs (no cross-chip per-kernel data here to measure them on). On NeuSight's shapes of >= 0.1 ms on
-our H100: 17.7% -> 15.1% median (with each GPU left out of E and A, each GPU's rows within 0.4 points of that);
-between the five 18.4% -> 17.7% (benchmarks/crossarch/gemm_efficiency.py --loo, gemm_kernels.py).
+Kernel choice (issue 32, part 3; CUDA-core GEMMs whose time beyond the rate adds). Beyond its first wave a GEMM reaches
+a fraction e = c / (c + l (1 - 1/W)) of its GPU's sustained rate, and that fraction is partly the shape's (waves, K,
+tile fill: the same on any GPU) and partly the kernel the origin's library picked for it, which the target's library
+does not run: cuBLAS picks per GPU (NeuSight's P4 and P100 run their linear shapes with K-major `maxwell_sgemm_*_tn`
+kernels that fall to 0.25-0.4 of their rate as the weight grows, while their `_nn` bmm kernels hold it and the V100's
+`volta_sgemm_*_tn` hold 0.9; our H100 runs bmm shapes with 32 outputs per thread at 0.58). Over NeuSight's five GPUs the
+correlation of log e between two GPUs on the same shapes is 0.91 for strided-batched GEMMs and 0.57 for single ones, so
+carrying e whole (the law before) carries the origin's kernel choice too. The target's fraction is the least-squares
+prediction from the origin's instead, in log space (regression toward the mean): e_t = E (e_o / E)^A, E the median
+fraction and A the mean slope of log e on one GPU against another (every ordered pair of the five), per kind (single: E
+0.878, A 0.663; batched: 0.569, 0.940; TYPICAL_EFFICIENCY, EFFICIENCY_SLOPE), on kernel times at the sustained clock
+(the T4's one-call times less its boost window, benchmarks/crossarch/boost_window.py). The median, not the geometric
+mean: log e has a long left tail (skew -2.2 / -1.8, short-K shapes) that puts the mean of logs at the 30th / 35th
+percentile. A GEMM measured above its GPU's sustained rate (e > 1, the rate being the p90 of large GEMMs) ran above the
+clock its power limit sustains (a call started on an idle GPU: the T4 runs its first 0.7 ms at 1.35x its sustained rate,
+benchmarks/crossarch/boost_window.py), so the target's compute stays at its own rate rather than the origin's fit.
+Neither applies on one chip (``same_kernels``: the same library runs the same kernels) nor to tensor-core GEMMs (no
+cross-chip per-kernel data here to measure them on). On NeuSight's shapes of >= 0.1 ms on our H100: 17.7% -> 15.1%
+median (with each GPU left out of E and A, each GPU's rows within 0.4 points of that); between the five 18.4% -> 17.7%
+(benchmarks/crossarch/gemm_efficiency.py --loo, gemm_kernels.py); with the T4's boost window taken out of its one-call
+timings, 14.8% and 16.6%.
 
 L2 (the issue's "L2 decides what reaches DRAM"): a kernel whose working set (its op's bytes) fits in a GPU's L2 is
 served from there: r_g = 1 / (1 + (bytes / (L2_SHARE · L2_g))^4), a smooth step at half the L2 (on A100 and H100
@@ -133,8 +135,8 @@ COMPUTE_SHARE_WITHOUT_SHAPES = 0.5
 # of log e on one GPU against another over the same shapes (every ordered pair), i.e. the share of an origin's
 # deviation from E that is the shape's, not its library's kernel choice. Measured, not fitted to any error:
 # benchmarks/crossarch/gemm_efficiency.py prints them (and with each GPU left out).
-TYPICAL_EFFICIENCY = {False: 0.885, True: 0.599}  # single, batched
-EFFICIENCY_SLOPE = {False: 0.664, True: 0.930}
+TYPICAL_EFFICIENCY = {False: 0.878, True: 0.569}  # single, batched
+EFFICIENCY_SLOPE = {False: 0.663, True: 0.940}
 
 
 @dataclass(frozen=True)

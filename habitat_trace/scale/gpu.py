@@ -4,6 +4,8 @@ Units are in the field names. Tensor peaks are dense (no 2:4 sparsity), FP32-acc
 """
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Optional
 
@@ -75,6 +77,8 @@ class GpuSpec:
     aliases: tuple[str, ...] = ()
     base: Optional[str] = None  # catalog entry this one inherits from (what-if GPUs)
     extra: Mapping[str, object] = field(default_factory=dict)  # other sourced fields (fp64, pcie, ...)
+    # the resolved ``base`` entry (specs.py sets it): a what-if GPU runs its base's kernels (scale/engine.py)
+    base_spec: Optional["GpuSpec"] = field(default=None, repr=False, compare=False)
 
     @property
     def vendor(self) -> str:
@@ -118,3 +122,11 @@ class GpuSpec:
                  for k, v in self.extra.items()}
         return replace(self, sms=int(sms), fp32_tflops=self.fp32_tflops * f, extra=extra,
                        tensor_tflops={k: float(v) * f for k, v in self.tensor_tflops.items()})
+
+
+def spec_fields(spec: GpuSpec) -> dict[str, object]:
+    """The spec's fields (dataclasses.asdict), without ``base_spec``: a what-if GPU's base is named by ``base``, the
+    resolved entry is not repeated in reports and documents."""
+    out = dataclasses.asdict(replace(spec, base_spec=None))
+    del out["base_spec"]
+    return out

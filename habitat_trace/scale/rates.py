@@ -25,7 +25,9 @@ limit: its fraction of the datasheet peak, phi, says how far the limit holds the
   NVIDIA rates those boards' tensor math at the clock their power limit holds under it. CUDA-core work keeps the
   clock the FP32 peak is quoted at (``Rates.sm_ghz_on``: per kernel, by its pipe).
 A what-if entry that lowers a GPU's power limit (``base`` + a smaller ``tdp_w``, scale/specs.py) lowers its clock by
-(P_new / P_base)^(1/3), the same law, so a lower limit is never faster (tests/test_crossarch.py).
+(P_new / P_base)^(1/3), the same law, so a lower limit is never faster (tests/test_crossarch.py, from any origin and
+through every method: a what-if's FP32 GEMMs that the learned model predicts on its base go there first, then to the
+what-if by the same-chip law, scale/engine.py ``_via_base``).
 
 GEMM work in series (issue 32; ``Rates.serial_pipes``, read by crossarch.py): the pipes on which what a GEMM does
 beyond its math cannot overlap the math on this GPU.

@@ -10,7 +10,8 @@ device_names and aliases, and override some: a hypothetical GPU for what-if ques
 (SMs x clock) relative to the base, because peak FLOP/s is SMs x FLOP/clk/SM x clock; memory bandwidth and L2 are
 kept. (Measured on an H200 with green contexts: an fp32 matmul takes 2.02x as long on 64 of 132 SMs, 132/64 = 2.06.)
 The sustained figures (issue 25) follow their peaks: sustained GEMM rates scale by SMs x clock, the sustained clock by
-the clock ratio, the achievable bandwidth by the datasheet bandwidth's ratio. The source records what was scaled.
+the clock ratio, the achievable bandwidth by the datasheet bandwidth's ratio. The source records what was scaled, and
+``base_spec`` the resolved base (the engine predicts on it what only a catalog GPU has a model for).
 An entry that lowers ``tdp_w`` (the board power limit, `nvidia-smi -pl`) and gives no clock of its own runs at
 (P / P_base)^(1/3) of the base's clock (dynamic power ~ f^3, scale/rates.py), so its peaks and sustained figures
 follow as for a lower clock; raising the limit above the base's changes nothing (the catalog's figures are at the
@@ -23,7 +24,7 @@ import functools
 import logging
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -157,12 +158,29 @@ def _build(data: Mapping[str, object], path: Path, parent: Catalog | None) -> Ca
     for cc, table in _tables(data, "occupancy", path).items():
         occupancy[cc] = _occupancy(cc, table, path)
     raw = _GpuTables(_tables(data, "gpus", path), path, parent, occupancy).resolve_all()
-    new = tuple(_to_spec(name, fields, occupancy) for name, fields in raw.items())
+    new = _with_bases(tuple(_to_spec(name, fields, occupancy) for name, fields in raw.items()), parent)
     specs = (parent.specs if parent else ()) + new
     all_raw = {**(parent._raw if parent else {}), **raw}
     by_key, by_device = _index(specs, path, first_new=len(specs) - len(new))
     log.debug("GPU catalog %s: %d GPUs, %d compute capabilities", path, len(specs), len(occupancy))
     return Catalog(specs, occupancy, by_key, by_device, all_raw)
+
+
+def _with_bases(new: tuple[GpuSpec, ...], parent: Catalog | None) -> tuple[GpuSpec, ...]:
+    """``new`` with each what-if entry's ``base_spec``: its base (same file first, as _GpuTables resolves it, then the
+    parent catalog) with that one's own base_spec, so a chain of what-ifs ends at a catalog GPU."""
+    local = {normalize(s.name): s for s in new}
+    done: dict[str, GpuSpec] = {}
+
+    def resolved(spec: GpuSpec) -> GpuSpec:
+        if spec.base is None or spec.name in done:
+            return done.get(spec.name, spec)
+        base = local.get(normalize(spec.base))
+        base = resolved(base) if base is not None else parent.resolve(spec.base)  # type: ignore[union-attr]
+        done[spec.name] = replace(spec, base_spec=base)
+        return done[spec.name]
+
+    return tuple(resolved(s) for s in new)
 
 
 def _occupancy(cc: str, table: Mapping[str, object], path: Path) -> OccupancyLimits:

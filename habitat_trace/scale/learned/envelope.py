@@ -5,7 +5,8 @@ Contract: ``covers(spec)`` is True when ``spec`` is a catalog product (not a wha
 in ``TRAINED_ON``. Outside, the engine keeps the wave law:
 - what-if variants ask "the same chip with fewer SMs / more bandwidth"; the library keeps its kernels there
   (our green-context microbenchmarks: same cuBLAS grids at 132, 100, 64 and 48 SMs), which is the wave law's
-  premise and what the in-step traces validate (benchmarks/results/accuracy.md);
+  premise and what the in-step traces validate (benchmarks/results/accuracy.md); so the engine predicts a what-if's
+  FP32 GEMMs on its base with the model and moves them to the what-if by that law (engine._via_base);
 - beyond the trained range the network extrapolates: on the H100/H200 traces' FP32 GEMMs (FP32 peak 3.4x the
   A100's) its time-weighted error was 82-420% per workload where the wave law's is 2-15% (README, "Learned GEMM
   model").
