@@ -24,6 +24,7 @@ from habitat_trace.ingest.trace import Tables
 from habitat_trace.pipeline.figures import CPU_BOUND_MARGIN, steady_steps, step_busy_ns
 from habitat_trace.timeline import hostband, overhead
 from habitat_trace.timeline.cpuclock import CpuClock
+from habitat_trace.timeline.joint import recorded_blocks
 
 # Calibration to a measured un-profiled step (our hook's habitat_unprofiled_step_ns): the model's costs are scaled
 # by at most this factor either way; beyond it the measurement (a hiccup, a cold first step) is not trusted over
@@ -88,13 +89,14 @@ class HostClock:
     removed_before: bool = False  # the trace is one we wrote with the overhead already removed
     measured_source: Optional[str] = None  # MEASURED_IN_TRACE or GIVEN_BY_USER when measured_step_ns is set
     pace: float = 1.0  # the clock's speed-up (within cpu_speed) that closes what the scaled costs left (_pace)
+    queue_wait_ns: int = 0  # the recording's waits on a full launch queue taken out (joint.recorded_blocks)
 
 
 def host_record(hc: HostClock) -> dict[str, object]:
     """What the written trace's ``habitat_trace`` header says of the host (so that scaling the output again does
     not remove the profiler's overhead twice)."""
     return {"host": {
-        "profiler_overhead_removed": len(hc.clock.at_ns) > 0 or hc.removed_before,
+        "profiler_overhead_removed": float(np.sum(hc.overhead_per_step_ns)) > 0 or hc.removed_before,
         "profiler_overhead_ms_per_step": overhead_ms(hc),
         "cpu_speed": hc.clock.speed,
         "measured_unprofiled_step_ms": None if hc.measured_step_ns is None else hc.measured_step_ns / 1e6,
@@ -132,8 +134,10 @@ def host_clock(tables: Tables, host: Host = Host(), calibrate: bool = True) -> H
     if host.keep_profiler_overhead or removed_before:
         clock = CpuClock.from_knots(empty, empty, start, host.cpu_speed)
         pace = 1.0 if measured is None else _pace(tables, clock, measured)
+        clock, waits = _unblocked(clock, tables)
         return HostClock(replace(clock, speed=host.cpu_speed * pace), np.zeros(len(tables.steps), dtype=np.int64),
-                         measured, removed_before=removed_before, measured_source=source, pace=pace)
+                         measured, removed_before=removed_before, measured_source=source, pace=pace,
+                         queue_wait_ns=waits)
     est = overhead.estimate(tables, one_clock=True)
     factor = 1.0
     if calibrate and measured is not None and len(tables.steps):
@@ -144,8 +148,16 @@ def host_clock(tables: Tables, host: Host = Host(), calibrate: bool = True) -> H
     pace = 1.0 if measured is None or not calibrate else _pace(tables, clock, measured)
     given_ns = measured if source == GIVEN_BY_USER else None
     warnings = est.warnings + (_given_warnings(tables, est, given_ns, factor) if given_ns is not None else ())
+    clock, waits = _unblocked(clock, tables)
     return HostClock(replace(clock, speed=host.cpu_speed * pace), est.per_step_ns, measured, factor, est.evidence,
-                     warnings, measured_source=source, pace=pace)
+                     warnings, measured_source=source, pace=pace, queue_wait_ns=waits)
+
+
+def _unblocked(clock: CpuClock, tables: Tables) -> tuple[CpuClock, int]:
+    """``clock`` with the recording's waits on a full launch queue taken out (timeline/joint.recorded_blocks: the
+    origin GPU's pace, which the replay's back-pressure puts back at the target's), and their total ns."""
+    at, wait = recorded_blocks(tables)
+    return clock.without(at, wait), int(wait.sum())
 
 
 def _pace(tables: Tables, clock: CpuClock, measured_ns: float) -> float:

@@ -51,6 +51,31 @@ class CpuClock:
         at = np.concatenate(([starts[0] - cum[0]], starts))
         return cls(at, np.concatenate(([0], cum)), int(origin_ns), float(speed))
 
+    def without(self, at_ns: np.ndarray, removed_ns: np.ndarray) -> "CpuClock":
+        """This clock with ``removed_ns[i]`` more host time taken out from origin time ``at_ns[i]`` on (a ramp of
+        slope 1 from there: timeline/joint.recorded_blocks' waits on a full launch queue, inside their calls).
+        The sum with C keeps t - C(t) non-decreasing (where two removals overlap, the running maximum of t - C(t)
+        drops the excess), so every thread keeps its order."""
+        at, rem = np.asarray(at_ns, dtype=np.int64), np.maximum(np.asarray(removed_ns, dtype=np.int64), 0)
+        if not len(at) or not rem.any():
+            return self
+        order = np.argsort(at, kind="stable")
+        at, rem = at[order], rem[order]
+        done = np.cumsum(rem)
+        knot_t = np.concatenate((at, at + rem))
+        knot_c = np.concatenate((done - rem, done))
+        k = np.argsort(knot_t, kind="stable")
+        knot_t, knot_c = knot_t[k], np.maximum.accumulate(knot_c[k])
+        t = np.unique(np.concatenate((self.at_ns, knot_t)))
+        base = int(t[0])
+        ramps = np.interp((t - base).astype(np.float64), (knot_t - base).astype(np.float64),
+                          knot_c.astype(np.float64), left=0.0)
+        total = self.removed_ns(t) + np.floor(ramps).astype(np.int64)
+        deprofiled = np.maximum.accumulate(t - total)  # t - C(t) never decreases
+        cum = t - deprofiled
+        first = int(t[0] - cum[0])  # C is 0 there and rises with slope 1 to the first knot
+        return replace(self, at_ns=np.concatenate(([first], t)), cum_ns=np.concatenate(([0], cum)))
+
     @property
     def is_identity(self) -> bool:
         return len(self.at_ns) == 0 and self.speed == 1.0 and len(self.delay_at_ns) == 0

@@ -33,9 +33,15 @@ from habitat_trace.ingest.trace import derived
 from habitat_trace.scale.prediction import Prediction
 from habitat_trace.timeline import overhead, summary
 from habitat_trace.timeline.cpuclock import CpuClock
+from habitat_trace.timeline.floors import CUPTI_CALL_MAX_NS
 from habitat_trace.timeline.replay import Timeline, replay
 from habitat_trace.timeline.schedule import NO_FLOOR
 
+# A launch call blocked on a full queue (recorded_blocks): its own kernel started this long after it returned (the
+# queue held at least a millisecond of work: 1,021 launches of 1 us kernels), and it returned within SLOT_NS after a
+# kernel of its stream ended (the slot that kernel freed: 3.5-8.6 us median on Lambda's ResNet50 TF32 step, H100)
+QUEUE_LAG_NS = 1_000_000
+SLOT_NS = 30_000
 MAX_PASSES = 50  # a step of 50 collectives whose last rank changes every time; more is a warning
 # No consistent layout ends later than running every rank's step one after another (n x the span of one pass
 # without waits); a collective that would end past this many times that is in a cross-rank cycle.
@@ -208,6 +214,44 @@ def queue_delays(tables: Any, timeline: Timeline) -> tuple[np.ndarray, np.ndarra
     steps = np.diff(total, prepend=0)  # total is non-decreasing: the host carries each delay forward
     hit = np.flatnonzero(steps > 0)
     return q.call_end[used[hit]], steps[hit]
+
+
+def recorded_blocks(tables: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(origin start, ns) of the host time each launch call of the recording spent blocked on a full launch queue.
+    A call is blocked where the GPU was far behind it (its own work started QUEUE_LAG_NS or more after it returned:
+    the queue was deep) and it returned when a slot freed (within SLOT_NS after a kernel of its stream ended); its
+    wait is its protected span (floors.CUPTI_CALL_MAX_NS less than its duration: what the overhead model leaves to
+    the host) less the median one of the unblocked launch calls (the call's own cost). Which launch frees the slot
+    is not counted: LAUNCH_QUEUE_DEPTH (1,021) is measured with small kernels, and on Lambda's ResNet50 TF32 step
+    (cuDNN kernels, the GPU 360-470 ms behind the host) the returns follow some kernel's end by a median 8.6 us but
+    the one 1,021 launches before in 49 of 812 long calls only. The origin GPU's pace is in these waits: a GPU-bound
+    step recorded with full queues keeps its host at that pace on every target unless they are taken out; the
+    replay's own back-pressure (queue_delays) puts back what the target's GPU times call for. Empty where no queue
+    can fill."""
+    q = derived(tables, _queue_layout)
+    empty = np.zeros(0, dtype=np.int64)
+    if q is None:
+        return empty, empty
+    calls, g = tables.calls, tables.gpu
+    s = calls[S.TS].to_numpy(dtype=np.int64)[q.calls_used]
+    r = q.call_end[q.calls_used].astype(np.int64)
+    rows_ts = g[S.TS].to_numpy(dtype=np.int64)[q.by_call]
+    own_start = np.minimum.reduceat(rows_ts, q.firsts)  # each call's first kernel start
+    kend = np.maximum.reduceat(g[S.END].to_numpy(dtype=np.int64)[q.by_call], q.firsts)
+    slot = np.zeros(len(s), dtype=bool)
+    for k in np.unique(q.stream):
+        on = np.flatnonzero(q.stream == k)
+        ends = np.sort(kend[on])
+        j = np.searchsorted(ends, r[on], side="right") - 1
+        slot[on] = (j >= 0) & (r[on] - ends[np.maximum(j, 0)] <= SLOT_NS)
+    protected = np.maximum(r - s - CUPTI_CALL_MAX_NS, 0)
+    blocked = (own_start - r >= QUEUE_LAG_NS) & slot & (protected > 0)
+    if not blocked.any():
+        return empty, empty
+    own = float(np.median(protected[~blocked])) if (~blocked).any() else 0.0
+    wait = np.maximum(protected[blocked] - int(own), 0)
+    keep = wait > 0
+    return s[blocked][keep], wait[keep]
 
 
 @dataclass(frozen=True)
