@@ -15,7 +15,8 @@ shared machine hits both sides of a ratio alike (best of ``--repeat``; each proc
 - world: ``compare T --to A100 --world-size 4`` against ``compare T --to A100`` (T: ``--trace``);
 - dir: ``compare DIR --to A100`` of ``--ranks`` ranks against ``compare`` of one of them (the ranks: T scaled out to
   its own GPU with ``--world-size`` N and written once per rank, distributedInfo set);
-- all: ``scale T --to all -o D/`` (52 targets) against ``scale T --to A100 -o D/``, with ``--jobs``.
+- all: ``scale T --to all -o D/`` (52 targets) against ``scale T --to A100 -o D/``, with ``--jobs``; with
+  ``--against DIR``, the same two from DIR's code in the same rounds, and the 52 outputs compared byte for byte.
 
     python benchmarks/perf.py [--suite scale,range,world,dir,all] [--repeat 3] [--copies 70] [--gz] [--jobs 2]
                               [--against DIR]
@@ -30,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
@@ -181,15 +183,27 @@ def suite_dir(trace: Path, ranks: int, tmp: Path, repeat: int) -> None:
     print(f"  compare one rank {t1:.2f} s, compare DIR {tn:.2f} s = {tn / t1:.2f}x one rank's (bound {ranks})")
 
 
-def suite_all(trace: Path, jobs: int, tmp: Path, repeat: int) -> None:
-    (tmp / "one").mkdir(exist_ok=True)
-    (tmp / "all").mkdir(exist_ok=True)
-    best = interleaved({"one": ht("scale", trace, "--to", "A100", "-o", tmp / "one/", "--jobs", jobs),
-                        "all": ht("scale", trace, "--to", "all", "-o", tmp / "all/", "--jobs", jobs)}, repeat)
-    t1, ta = best["one"][0], best["all"][0]
+def suite_all(trace: Path, jobs: int, tmp: Path, repeat: int, against: Optional[Path] = None) -> None:
+    cmds = {}
+    sides = [("", ht)] + ([(" against", partial(ht_from, against))] if against is not None else [])
+    for side, make in sides:
+        for key, to in (("one", "A100"), ("all", "all")):
+            (tmp / f"{key}{side.strip()}").mkdir(exist_ok=True)
+            cmds[key + side] = make("scale", trace, "--to", to, "-o", f"{tmp / (key + side.strip())}/", "--jobs", jobs)
+    walls: dict[str, list[float]] = {}
+    best = interleaved(cmds, repeat, walls)
     print(f"all: {trace.name}, --jobs {jobs}, {os.cpu_count()} CPUs; best of {repeat}; load average {load_average()}")
-    print(f"  scale --to A100 {t1:.2f} s, --to all ({len(list((tmp / 'all').glob('*.gz')))} targets) {ta:.2f} s = "
-          f"{ta / t1:.2f}x (bound {ALL_BOUND})")
+    for side in ("", " against") if against is not None else ("",):
+        t1, ta = best["one" + side][0], best["all" + side][0]
+        print(f"  {'from ' + str(against) if side else 'this checkout'}: scale --to A100 {t1:.2f} s, --to all "
+              f"({len(list((tmp / ('all' + side.strip())).glob('*.gz')))} targets) {ta:.2f} s = {ta / t1:.2f}x "
+              f"(bound {ALL_BOUND}); every round: {' '.join(f'{w:.2f}' for w in walls['one' + side])} s / "
+              f"{' '.join(f'{w:.2f}' for w in walls['all' + side])} s")
+    if against is not None:
+        ours, theirs = sorted((tmp / "all").glob("*.gz")), sorted((tmp / "allagainst").glob("*.gz"))
+        same = [a.name for a in ours] == [b.name for b in theirs] and all(
+            a.read_bytes() == b.read_bytes() for a, b in zip(ours, theirs))
+        print(f"  the {len(ours)} outputs {'byte-identical' if same else 'DIFFERENT'} to the other checkout's")
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -202,8 +216,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--jobs", type=int, default=1, help="scale --jobs for the all suite")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--gz", action="store_true", help="also time a gzip output (.json.gz)")
-    p.add_argument("--against", type=Path, help="scale suite: also time the code in this folder (an earlier commit's "
-                   "export) in the same rounds")
+    p.add_argument("--against", type=Path, help="scale and all suites: also time the code in this folder (an earlier "
+                   "commit's export) in the same rounds")
     a = p.parse_args(argv)
     suites = [s.strip() for s in a.suite.split(",") if s.strip()]
     if unknown := set(suites) - set(SUITES):
@@ -222,7 +236,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             elif s == "dir":
                 suite_dir(a.trace, a.ranks, Path(tmp), a.repeat)
             else:
-                suite_all(a.trace, a.jobs, Path(tmp), a.repeat)
+                suite_all(a.trace, a.jobs, Path(tmp), a.repeat, a.against)
             sys.stdout.flush()
 
 

@@ -38,6 +38,7 @@ def test_us_text_round_trips_to_the_nanosecond(ns: list[int]) -> None:
 @given(st.lists(st.one_of(st.integers(-2**63, 2**63 - 1), st.integers(-10**6, 10**6),
                           st.sampled_from([0, 999, 1000, 10**15 - 1, 10**15, 2**63 - 1, -2**63])), max_size=50))
 @example([-2**63, -1500, 1500])
+@example([999_999_999, 1_000_000_000, 999_999_999_999, 10**12, 10**15 + 7, -(10**13) - 1, 2**63 - 1])
 def test_us_texts_is_us_text_of_each(ns: list[int]) -> None:
     """The vectorized write of a whole column (digits laid out per digit count) against the one-number format, int64's
     minimum included (it has no absolute value in int64: until 2026-11-27 it came out as b"--9223372036854776.192")."""

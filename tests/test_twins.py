@@ -83,3 +83,19 @@ def test_twins_property(rows: list[tuple[int, int, int, bool]]) -> None:
         else:
             assert src[i] in same
             assert abs(rows[src[i]][2] - d) == min(abs(rows[j][2] - d) for j in same)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["k0", "k1", "k,2", ""]), st.integers(-1, 3), st.integers(0, 2**40),
+                          st.integers(1, 3)), min_size=1, max_size=60))
+def test_launch_codes_group_as_the_launch_key(rows: list[tuple[str, int, int, int]]) -> None:
+    """Issue 34: _launch_codes (factorized names, then each column's codes paired) gives two rows one code exactly when
+    their name, grid and block are equal, as the MultiIndex factorize it replaced did."""
+    from habitat_trace.scale.facts import _launch_codes
+    name, gx, gy, bx = (list(c) for c in zip(*rows))
+    gpu = pd.DataFrame({S.NAME: name, S.GRID_X: gx, S.GRID_Y: gy, S.GRID_Z: 1, S.BLOCK_X: bx, S.BLOCK_Y: 1,
+                        S.BLOCK_Z: 1})
+    code = _launch_codes(gpu)
+    assert code.dtype == np.int64
+    for i in range(len(rows)):
+        for j in range(len(rows)):
+            assert (code[i] == code[j]) == (rows[i] == rows[j])

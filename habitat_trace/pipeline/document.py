@@ -177,8 +177,9 @@ def target_occupancy_args(gpu: pd.DataFrame, target: GpuSpec) -> tuple[np.ndarra
     x 100, written rounded to an integer (halves up). Resident blocks come from scale.occupancy with the block's shared
     memory capped at the target's opt-in limit, as the engine does (a kernel is rebuilt with tiles that fit).
     Kineto's other values have 6 decimals."""
-    blocks = (gpu[S.GRID_X] * gpu[S.GRID_Y] * gpu[S.GRID_Z]).to_numpy().astype(np.float64)
-    threads = (gpu[S.BLOCK_X] * gpu[S.BLOCK_Y] * gpu[S.BLOCK_Z]).to_numpy()
+    # the columns' arrays multiplied: 0.07 ms against 0.26 for the Series' products, once a target of scale --to all
+    blocks = (gpu[S.GRID_X].to_numpy() * gpu[S.GRID_Y].to_numpy() * gpu[S.GRID_Z].to_numpy()).astype(np.float64)
+    threads = gpu[S.BLOCK_X].to_numpy() * gpu[S.BLOCK_Y].to_numpy() * gpu[S.BLOCK_Z].to_numpy()
     had = gpu[S.CUPTI_BLOCKS_PER_SM].notna().to_numpy() & (blocks > 0) & (threads > 0)
     thr = np.where(had, threads, 1)
     lim = target.occupancy

@@ -259,8 +259,9 @@ def _cross_chip_origin_work(trace: Tables) -> tuple[crossarch.Work, np.ndarray]:
 def _rate_warnings(origin: GpuSpec, target: GpuSpec, work: crossarch.Work) -> tuple[str, ...]:
     """One line per GPU whose sustained figure for a pipe this trace uses (or its copy bandwidth) is not catalogued
     (the clock falls back to the boost clock silently: that is the documented default)."""
-    used = {f"tensor_sustained_tflops_{p}" for p in (*work.pipe, *work.pipe_target)} | {"memory_bandwidth_achievable_gbs"}
-    if "fp32" in set(work.pipe) | set(work.pipe_target):
+    pipes = set(work.pipe) | set(work.pipe_target)  # a few distinct pipes over every kernel: formatted once each
+    used = {f"tensor_sustained_tflops_{p}" for p in pipes} | {"memory_bandwidth_achievable_gbs"}
+    if "fp32" in pipes:
         used.add("fp32_gemm_sustained_tflops")
     names = {"fp32_gemm_sustained_tflops": "fp32 (CUDA cores)", "memory_bandwidth_achievable_gbs": "copy bandwidth"}
     out = []

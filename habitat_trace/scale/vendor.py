@@ -51,8 +51,10 @@ def cross_vendor(g: pd.DataFrame, facts: KernelFacts, origin: GpuSpec,
     n = len(t_o)
     library = np.isin(g[S.KCLASS].to_numpy(), K.LIBRARY_CLASSES)
     pipe = facts.pipe
-    peak_o = np.array([library_peak_tflops(origin, p) for p in pipe]) if n else np.zeros(0)
-    peak_t = np.array([library_peak_tflops(target, p) for p in pipe]) if n else np.zeros(0)
+    kinds = set(pipe)  # per distinct pipe (a few), not per kernel
+    of_o, of_t = ({p: library_peak_tflops(spec, p) for p in kinds} for spec in (origin, target))
+    peak_o = np.array([of_o[p] for p in pipe]) if n else np.zeros(0)
+    peak_t = np.array([of_t[p] for p in pipe]) if n else np.zeros(0)
     flops, nbytes = facts.flops, facts.nbytes
     r_o = wave.roofline_ns(flops, nbytes, peak_o, origin.memory_bandwidth_gbs)
     r_t = wave.roofline_ns(flops, nbytes, peak_t, target.memory_bandwidth_gbs)
