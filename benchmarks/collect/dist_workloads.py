@@ -461,6 +461,28 @@ def phi(dev: torch.device, tiny: bool) -> Workload:
     return _hf(dev, tiny, cfg, tr.PhiForCausalLM, PhiDecoderLayer, (4, 1024), torch.bfloat16)
 
 
+def resnet101(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision ResNet-101 (45M, 33 bottlenecks, 104 BatchNorms), batch 32, channels-last, bf16 autocast, SGD with
+    momentum; its identity bottlenecks are the units."""
+    tvm = _torchvision_models()
+    from torchvision.models.resnet import Bottleneck
+
+    return _vision(dev, tiny, tvm.resnet101(weights=None), 32, torch.bfloat16,
+                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                   lambda m: isinstance(m, Bottleneck) and m.downsample is None, channels_last=True, tiny_px=32)
+
+
+def roberta(dev: torch.device, tiny: bool) -> Workload:
+    """HF RoBERTa-base masked LM (125M: BERT-base's layers, a 50265-token vocabulary, positions offset past the
+    padding index), batch 16 x 256, bf16 autocast, AdamW; RobertaLayer is the unit."""
+    tr = _transformers()
+    from transformers.models.roberta.modeling_roberta import RobertaLayer
+
+    size = dict(TINY_HF, num_attention_heads=2) if tiny else dict(vocab_size=50265, max_position_embeddings=514)
+    cfg = tr.RobertaConfig(**size, attn_implementation="sdpa")
+    return _hf(dev, tiny, cfg, tr.RobertaForMaskedLM, RobertaLayer, (16, 256), torch.bfloat16)
+
+
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
     "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp, "resnet50_b32_cl_amp": resnet50_amp,
@@ -482,6 +504,8 @@ WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "efficientnet_v2s_b32_amp": efficientnet_v2, "gptneo_d768_l12_b4_s512_fp32": gpt_neo,
     # held out of every choice of the 2026-11-27 night session (added at its start, before any change)
     "bart_base_b8_s256_fp32": bart, "googlenet_b64_fp32": googlenet, "phi_d1024_l8_b4_s1024_amp": phi,
+    # held out of every choice of the night session (added after its changes, before the session that scores them)
+    "resnet101_b32_cl_amp": resnet101, "roberta_b16_s256_amp": roberta,
 }
 
 
