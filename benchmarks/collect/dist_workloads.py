@@ -62,10 +62,10 @@ def _lm(model: nn.Module, vocab: int, batch: int, seq: int, dev: torch.device) -
 TINY_HF = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, vocab_size=128, max_position_embeddings=32)
 
 
-def _hf(dev: torch.device, tiny: bool, config: Any, model_class: Any, layer: type, batch: tuple[int, int],
-        autocast: Optional[torch.dtype]) -> Workload:
+def _hf(dev: torch.device, tiny: bool, config: Any, model_class: Any, layer: type | tuple[type, ...],
+        batch: tuple[int, int], autocast: Optional[torch.dtype]) -> Workload:
     """An HF language model of ``config`` on ``dev``, trained on fixed random tokens (``batch``: batch x sequence;
-    2 x 16 when tiny) with AdamW; its ``layer`` class is the FSDP unit."""
+    2 x 16 when tiny) with AdamW; its ``layer`` class (or classes) is the FSDP unit."""
     model = model_class(config).to(dev)
     b, s = (2, 16) if tiny else batch
     return Workload(model, _lm(model, config.vocab_size, b, s, dev), _adamw, lambda m: isinstance(m, layer),
@@ -431,9 +431,7 @@ def bart(dev: torch.device, tiny: bool) -> Workload:
         d_model=768, encoder_layers=6, decoder_layers=6, encoder_attention_heads=12, decoder_attention_heads=12,
         encoder_ffn_dim=3072, decoder_ffn_dim=3072, vocab_size=50265, max_position_embeddings=1024)
     cfg = tr.BartConfig(**size)
-    work = _hf(dev, tiny, cfg, tr.BartForConditionalGeneration, BartEncoderLayer, (8, 256), None)
-    work.wrap = lambda m: isinstance(m, (BartEncoderLayer, BartDecoderLayer))
-    return work
+    return _hf(dev, tiny, cfg, tr.BartForConditionalGeneration, (BartEncoderLayer, BartDecoderLayer), (8, 256), None)
 
 
 def googlenet(dev: torch.device, tiny: bool) -> Workload:

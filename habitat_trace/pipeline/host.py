@@ -89,7 +89,6 @@ class HostClock:
     removed_before: bool = False  # the trace is one we wrote with the overhead already removed
     measured_source: Optional[str] = None  # MEASURED_IN_TRACE or GIVEN_BY_USER when measured_step_ns is set
     pace: float = 1.0  # the clock's speed-up (within cpu_speed) that closes what the scaled costs left (_pace)
-    queue_wait_ns: int = 0  # the recording's waits on a full launch queue taken out (joint.recorded_blocks)
 
 
 def host_record(hc: HostClock) -> dict[str, object]:
@@ -134,10 +133,9 @@ def host_clock(tables: Tables, host: Host = Host(), calibrate: bool = True) -> H
     if host.keep_profiler_overhead or removed_before:
         clock = CpuClock.from_knots(empty, empty, start, host.cpu_speed)
         pace = 1.0 if measured is None else _pace(tables, clock, measured)
-        clock, waits = _unblocked(clock, tables)
+        clock = _unblocked(clock, tables)
         return HostClock(replace(clock, speed=host.cpu_speed * pace), np.zeros(len(tables.steps), dtype=np.int64),
-                         measured, removed_before=removed_before, measured_source=source, pace=pace,
-                         queue_wait_ns=waits)
+                         measured, removed_before=removed_before, measured_source=source, pace=pace)
     est = overhead.estimate(tables, one_clock=True)
     factor = 1.0
     if calibrate and measured is not None and len(tables.steps):
@@ -148,16 +146,15 @@ def host_clock(tables: Tables, host: Host = Host(), calibrate: bool = True) -> H
     pace = 1.0 if measured is None or not calibrate else _pace(tables, clock, measured)
     given_ns = measured if source == GIVEN_BY_USER else None
     warnings = est.warnings + (_given_warnings(tables, est, given_ns, factor) if given_ns is not None else ())
-    clock, waits = _unblocked(clock, tables)
+    clock = _unblocked(clock, tables)
     return HostClock(replace(clock, speed=host.cpu_speed * pace), est.per_step_ns, measured, factor, est.evidence,
-                     warnings, measured_source=source, pace=pace, queue_wait_ns=waits)
+                     warnings, measured_source=source, pace=pace)
 
 
-def _unblocked(clock: CpuClock, tables: Tables) -> tuple[CpuClock, int]:
+def _unblocked(clock: CpuClock, tables: Tables) -> CpuClock:
     """``clock`` with the recording's waits on a full launch queue taken out (timeline/joint.recorded_blocks: the
-    origin GPU's pace, which the replay's back-pressure puts back at the target's), and their total ns."""
-    at, wait = recorded_blocks(tables)
-    return clock.without(at, wait), int(wait.sum())
+    origin GPU's pace, which the replay's back-pressure puts back at the target's)."""
+    return clock.without(*recorded_blocks(tables))
 
 
 def _pace(tables: Tables, clock: CpuClock, measured_ns: float) -> float:

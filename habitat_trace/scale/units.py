@@ -174,6 +174,7 @@ def chain_rules(shapes: list[tuple[int, ...]], forward: Optional[Sequence[int]],
         marks[1:] = known & between
     brk, inner = np.zeros(n, dtype=np.int64), np.zeros(n + 1, dtype=np.int64)  # inner[n]: past the end
     inputs: set[int] = set()  # input channels of the convolutions since the last join (forward-earlier: later here)
+    any_join = bool(marks.any())  # siblings only where the joins bound the blocks
     for i in range(n - 1, 0, -1):
         if ends[layer[i]][2] == "conv":
             inputs.add(ends[layer[i]][0])
@@ -184,7 +185,7 @@ def chain_rules(shapes: list[tuple[int, ...]], forward: Optional[Sequence[int]],
             # block read (an Inception block's four branches from its input, concatenated at its end: Szegedy et
             # al., "Going deeper with convolutions", CVPR 2015, fig. 2; torchvision googlenet.py Inception)
             dst = ends[layer[i - 1]]
-            sibling = bool(marks.any()) and dst[2] == "conv" and dst[0] in inputs and not marks[i]
+            sibling = any_join and dst[2] == "conv" and dst[0] in inputs and not marks[i]
             brk[i] = int(not _feeds(ends[layer[i]], dst) and not sibling)
         if marks[i]:
             inputs = set()

@@ -220,6 +220,11 @@ def queue_delays(tables: Any, timeline: Timeline) -> tuple[np.ndarray, np.ndarra
 
 
 def recorded_blocks(tables: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``_recorded_blocks``, once per trace (Tables.derived: every clock of a rank reads the same recording)."""
+    return derived(tables, _recorded_blocks)
+
+
+def _recorded_blocks(tables: Any) -> tuple[np.ndarray, np.ndarray]:
     """(origin start, ns) of the host time each launch call of the recording spent blocked on a full launch queue.
     A call is blocked where the GPU was far behind it (its own work started QUEUE_LAG_NS or more after it returned:
     the queue was deep) and it returned when a slot freed (within SLOT_NS after a kernel of its stream ended); its
