@@ -90,13 +90,19 @@ def fit(kernel_ms: np.ndarray, flops: np.ndarray) -> BoostWindow:
     times, ratios, long = rate_curve(kernel_ms, flops)
     if len(times) < 3 or ratios[0] <= 1.0 or _rank_correlation(np.arange(len(ratios)), ratios) >= 0:
         return BoostWindow()
-    x = np.array([[np.quantile(np.minimum(1.0, tau / t), QUANTILE) for t in times] for tau in WINDOWS_MS])
-    x_p = np.array([np.quantile(np.minimum(1.0, tau / long), QUANTILE) for tau in WINDOWS_MS])
+    x = np.stack([_window_quantile(t) for t in times], axis=1)  # windows x bins
+    x_p = _window_quantile(long)
     excess = (RATIOS - 1.0)[:, None, None]  # ratios x windows x bins
     model = (1 + excess * x[None]) / (1 + excess * x_p[None, :, None])
     residual = np.sum((model - ratios) ** 2, axis=2)
     i, j = np.unravel_index(int(np.argmin(residual)), residual.shape)
     return BoostWindow(float(RATIOS[i]), float(WINDOWS_MS[j])) if RATIOS[i] > 1.0 else BoostWindow()
+
+
+def _window_quantile(t: np.ndarray) -> np.ndarray:
+    """Per window of WINDOWS_MS: the QUANTILE of min(1, tau / T) over the kernel times ``t`` (one quantile per row of
+    a windows x kernels block, as np.quantile computes it for each window alone)."""
+    return np.quantile(np.minimum(1.0, WINDOWS_MS[:, None] / t[None, :]), QUANTILE, axis=1)
 
 
 def _rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
