@@ -136,8 +136,9 @@ def test_sustained_figures_are_sourced_and_below_their_peaks(spec):
         if rate is not None:
             assert dtype in spec.tensor_tflops, f"a sustained {dtype} rate needs the {dtype} peak"
             assert 0.25 * spec.tensor_tflops[dtype] <= rate <= _headroom(spec) * spec.tensor_tflops[dtype], dtype
-    if "fp32_gemm_sustained_tflops" in spec.extra:
-        assert spec.extra["fp32_gemm_sustained_tflops"] <= spec.fp32_tflops
+    if "fp32_gemm_sustained_tflops" in spec.extra:  # GeForce boost passes the rated clock here too (RTX 2070: 7.90 of 7.5)
+        geforce = _headroom(spec) == GEFORCE_PEAK_HEADROOM
+        assert spec.extra["fp32_gemm_sustained_tflops"] <= (GEFORCE_PEAK_HEADROOM if geforce else 1.0) * spec.fp32_tflops
     bandwidth = spec.extra.get("memory_bandwidth_achievable_gbs")
     if bandwidth is not None:  # a copy never beats the pins; below half of them it measured something else
         assert 0.5 * spec.memory_bandwidth_gbs <= bandwidth <= spec.memory_bandwidth_gbs

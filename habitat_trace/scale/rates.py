@@ -52,13 +52,13 @@ import numpy as np
 from habitat_trace.scale.gpu import GpuSpec
 
 TENSOR_DTYPES = ("fp16", "bf16", "tf32", "fp8")
-# Fallbacks: the median sustained / datasheet ratio over the NVIDIA catalog GPUs with a sourced figure (2026-11-25;
+# Fallbacks: the median sustained / datasheet ratio over the NVIDIA catalog GPUs with a sourced figure (2026-11-27;
 # tests/test_rates.py recomputes each from the catalog, so a catalog change that moves a median fails it). GeForce
-# cards hold clocks above their rated boost (sourced tensor ratios 0.97-1.17 over the RTX 3090, 4090, 5090), so they
+# cards hold clocks above their rated boost (sourced tensor ratios 0.95-1.17 over the RTX 2070 to 5090), so they
 # get their own tensor median; every other card (data-center, workstation) the other one.
-TENSOR_SUSTAINED_FRACTION = 0.77  # fp16/bf16/tf32/fp8, non-GeForce: median 0.774 over 61 sourced (GPU, dtype) pairs
-GEFORCE_TENSOR_SUSTAINED_FRACTION = 1.07  # median 1.067 over the 8 sourced GeForce (GPU, dtype) pairs
-FP32_GEMM_SUSTAINED_FRACTION = 0.72  # CUDA-core SGEMM: median 0.722 over 27 sourced GPUs
+TENSOR_SUSTAINED_FRACTION = 0.77  # fp16/bf16/tf32/fp8, non-GeForce: median 0.771 over 66 sourced (GPU, dtype) pairs
+GEFORCE_TENSOR_SUSTAINED_FRACTION = 1.06  # median 1.059 over the 10 sourced GeForce (GPU, dtype) pairs
+FP32_GEMM_SUSTAINED_FRACTION = 0.73  # CUDA-core SGEMM: median 0.731 over 33 sourced GPUs
 DRAM_EFFICIENCY = 0.82  # achievable copy bandwidth / datasheet: median 0.815 over 15 sourced GPUs
 
 
