@@ -481,6 +481,44 @@ def roberta(dev: torch.device, tiny: bool) -> Workload:
     return _hf(dev, tiny, cfg, tr.RobertaForMaskedLM, RobertaLayer, (16, 256), torch.bfloat16)
 
 
+def falcon(dev: torch.device, tiny: bool) -> Workload:
+    """HF Falcon decoder of falcon-7b's layout at d 1024 (8 layers, 16 heads, multi-query attention: one shared KV
+    head, attention and MLP in parallel, rotary, GELU MLP 4096, vocab 65024), batch 4 x 512, bf16 autocast, AdamW;
+    FalconDecoderLayer is the unit."""
+    tr = _transformers()
+    from transformers.models.falcon.modeling_falcon import FalconDecoderLayer
+
+    size = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, vocab_size=128, ffn_hidden_size=128) \
+        if tiny else dict(hidden_size=1024, num_hidden_layers=8, num_attention_heads=16, vocab_size=65024,
+                          ffn_hidden_size=4096)
+    cfg = tr.FalconConfig(**size, multi_query=True, parallel_attn=True, new_decoder_architecture=False,
+                          attn_implementation="sdpa")
+    return _hf(dev, tiny, cfg, tr.FalconForCausalLM, FalconDecoderLayer, (4, 512), torch.bfloat16)
+
+
+def gpt_bigcode(dev: torch.device, tiny: bool) -> Workload:
+    """HF GPT-BigCode of santacoder's layout at d 768 (12 layers, 12 heads, multi-query attention, learned positions,
+    GELU MLP 3072, vocab 49152, tied head), batch 4 x 512, fp32 (TF32 off), AdamW; GPTBigCodeBlock is the unit."""
+    tr = _transformers()
+    from transformers.models.gpt_bigcode.modeling_gpt_bigcode import GPTBigCodeBlock
+
+    size = dict(n_embd=64, n_layer=2, n_head=2, vocab_size=128, n_positions=32) if tiny else dict(
+        n_embd=768, n_layer=12, n_head=12, vocab_size=49152, n_positions=1024)
+    cfg = tr.GPTBigCodeConfig(**size, multi_query=True)
+    return _hf(dev, tiny, cfg, tr.GPTBigCodeForCausalLM, GPTBigCodeBlock, (4, 512), None)
+
+
+def resnet34(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision ResNet-34 (22M, 16 basic blocks of two 3x3 convolutions, 36 BatchNorms), batch 64, bf16 autocast,
+    SGD with momentum; its identity basic blocks are the units."""
+    tvm = _torchvision_models()
+    from torchvision.models.resnet import BasicBlock
+
+    return _vision(dev, tiny, tvm.resnet34(weights=None), 64, torch.bfloat16,
+                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                   lambda m: isinstance(m, BasicBlock) and m.downsample is None, tiny_px=32)
+
+
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
     "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp, "resnet50_b32_cl_amp": resnet50_amp,
@@ -504,6 +542,8 @@ WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "bart_base_b8_s256_fp32": bart, "googlenet_b64_fp32": googlenet, "phi_d1024_l8_b4_s1024_amp": phi,
     # held out of every choice of the night session (added after its changes, before the session that scores them)
     "resnet101_b32_cl_amp": resnet101, "roberta_b16_s256_amp": roberta,
+    # held out of every choice (added 2026-11-28 00:00 UTC, before the session that scores them; no model change since)
+    "falcon_d1024_l8_b4_s512_amp": falcon, "bigcode_d768_l12_b4_s512_fp32": gpt_bigcode, "resnet34_b64_amp": resnet34,
 }
 
 

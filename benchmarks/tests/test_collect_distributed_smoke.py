@@ -40,7 +40,9 @@ NEEDS = {"gpt2_b8_s1024_amp": "transformers", "llama_d1024_l8_b4_s1024_amp": "tr
          "electra_b16_s256_fp32": "transformers", "efficientnet_v2s_b32_amp": "torchvision",
          "gptneo_d768_l12_b4_s512_fp32": "transformers", "bart_base_b8_s256_fp32": "transformers",
          "googlenet_b64_fp32": "torchvision", "phi_d1024_l8_b4_s1024_amp": "transformers",
-         "resnet101_b32_cl_amp": "torchvision", "roberta_b16_s256_amp": "transformers"}
+         "resnet101_b32_cl_amp": "torchvision", "roberta_b16_s256_amp": "transformers",
+         "falcon_d1024_l8_b4_s512_amp": "transformers", "bigcode_d768_l12_b4_s512_fp32": "transformers",
+         "resnet34_b64_amp": "torchvision"}
 # FSDP2 cannot shard a channels-last parameter (fully_shard: "FSDP does not support non-contiguous parameters yet")
 FSDP2_REFUSES = {"resnet50_b32_cl_amp", "resnet101_b32_cl_amp"}
 
