@@ -449,6 +449,24 @@ def test_power_limit_sets_the_clock_of_a_card_that_cannot_hold_boost() -> None:
     assert "power limit" in half.source
 
 
+def test_the_clock_under_load_never_falls_below_the_base_clock() -> None:
+    """NVIDIA guarantees the base clock under load (GPU Boost): the power-limit rule holds a card's clock down to it at
+    most. The Quadro RTX 8000, catalogued at the TITAN RTX's 0.41 of its tensor peak, would be at 1770 x 0.41 / 0.77 =
+    949 MHz by the ratio and is at its 1395 MHz base; a what-if at half its power limit moves the floor by the same
+    law as the boost clock, so it runs slower than the stock card."""
+    for spec in NVIDIA:
+        base = spec.extra.get("base_clock_mhz")
+        if base and not spec.base and "sm_clock_sustained_mhz" not in spec.extra:
+            assert rates.rates(spec).clock_mhz >= min(base, spec.boost_clock_mhz) - 1e-9, spec.name
+    quadro = CATALOG.resolve("Quadro RTX 8000")
+    held = quadro.boost_clock_mhz * rates.tensor_fraction(quadro) / rates.TENSOR_SUSTAINED_FRACTION
+    assert held == pytest.approx(949, abs=2)  # what the ratio alone gives
+    assert rates.rates(quadro).clock_mhz == pytest.approx(1395)
+    half = _capped("Quadro RTX 8000", [0.5])[0]
+    assert half.extra["base_clock_mhz"] == pytest.approx(1395 * 0.5 ** (1 / 3))
+    assert rates.rates(half).clock_mhz == pytest.approx(1395 * 0.5 ** (1 / 3))
+
+
 SGEMM = "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(Params)"
 
 

@@ -17,8 +17,11 @@ limit: its fraction of the datasheet peak, phi, says how far the limit holds the
   an A10's TF32 at 0.43 of its peak like its FP16, not at the catalog median 0.77);
 - without a sourced sustained clock, the SM clock under load is boost x min(1, phi / phi_typical), phi_typical the
   catalog median of the same class (TENSOR_SUSTAINED_FRACTION; GeForce cards their own): a GPU that reaches the
-  typical fraction is taken to hold its boost clock, one below it to run that much slower. Latency- and issue-bound
-  work moves with it (crossarch.py).
+  typical fraction is taken to hold its boost clock, one below it to run that much slower, but never below its base
+  clock: "every application and game runs at a guaranteed, minimum Base Clock speed" (NVIDIA, GPU Boost technology
+  page, nvidia.com/en-gb/geforce/technologies/gpu-boost/technology). A measured matmul far below the typical fraction
+  is then the library's shortfall on that chip as much as the clock's (the Quadro RTX 8000 as the TITAN RTX: 0.41 of
+  its peak, 949 MHz by the ratio, 1395 MHz its base). Latency- and issue-bound work moves with it (crossarch.py).
 - tensor-core work never above the clock its datasheet tensor peaks are quoted at (``tensor_clock_mhz_implied``,
   ``Rates.tensor_clock_mhz``: Hopper and data-center Blackwell, whose FP32 peak is quoted at the boost clock and whose
   tensor peaks at a lower one, e.g. the H100 SXM's 989.4 TFLOP/s = 132 SMs x 4,096 FLOP x 1.83 GHz against 1.98 GHz):
@@ -181,7 +184,9 @@ def _clock_mhz(spec: GpuSpec, phi: float | None, missing: list[str]) -> float:
     missing.append("sm_clock_sustained_mhz")
     if phi is None:
         return spec.boost_clock_mhz
-    return spec.boost_clock_mhz * min(1.0, phi / typical_tensor_fraction(spec))
+    held = spec.boost_clock_mhz * min(1.0, phi / typical_tensor_fraction(spec))
+    base = _number(spec.extra.get("base_clock_mhz"))  # the guaranteed minimum under load (module doc)
+    return held if base is None else max(held, min(base, spec.boost_clock_mhz))
 
 
 def _tensor_clock_mhz(spec: GpuSpec, clock: float) -> float | None:

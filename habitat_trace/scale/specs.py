@@ -247,7 +247,11 @@ class _GpuTables:
         note = f"what-if: {', '.join(k for k in values if k != 'base') or 'no fields'} overridden by {self.path.name}"
         power = float(fields["tdp_w"]) / float(base_fields["tdp_w"])  # type: ignore[arg-type]
         if power < 1.0 and "boost_clock_mhz" not in values:
-            fields["boost_clock_mhz"] = float(base_fields["boost_clock_mhz"]) * power ** (1 / 3)  # type: ignore[arg-type]
+            # the boost clock, and the base clock (the guaranteed minimum under load at the stock limit, which
+            # scale/rates.py's clock rule never goes below) with it, by the same law
+            for clock in ("boost_clock_mhz", "base_clock_mhz"):
+                if clock in base_fields and clock not in values:
+                    fields[clock] = float(base_fields[clock]) * power ** (1 / 3)  # type: ignore[arg-type]
             note += f"; power limit {power:.4g}x {base}'s: clock x{power ** (1 / 3):.4g} (P ~ f^3)"
         factor = (float(fields["sms"]) / float(base_fields["sms"])  # type: ignore[arg-type]
                   * float(fields["boost_clock_mhz"]) / float(base_fields["boost_clock_mhz"]))  # type: ignore[arg-type]
