@@ -519,6 +519,41 @@ def resnet34(dev: torch.device, tiny: bool) -> Workload:
                    lambda m: isinstance(m, BasicBlock) and m.downsample is None, tiny_px=32)
 
 
+def mpt(dev: torch.device, tiny: bool) -> Workload:
+    """HF MPT decoder of mpt-7b's layout at d 1024 (8 layers, 16 heads, ALiBi positions, no biases, GELU MLP 4096,
+    vocab 50432), batch 4 x 512, bf16 autocast, AdamW; MptBlock is the unit."""
+    tr = _transformers()
+    from transformers.models.mpt.modeling_mpt import MptBlock
+
+    size = dict(d_model=64, n_layers=2, n_heads=2, vocab_size=128, max_seq_len=32) if tiny else dict(
+        d_model=1024, n_layers=8, n_heads=16, vocab_size=50432, max_seq_len=512)
+    cfg = tr.MptConfig(**size, expansion_ratio=4)
+    return _hf(dev, tiny, cfg, tr.MptForCausalLM, MptBlock, (4, 512), torch.bfloat16)
+
+
+def deberta_v2(dev: torch.device, tiny: bool) -> Workload:
+    """HF DeBERTa-v2 masked LM at d 768 (6 layers, 12 heads, disentangled relative-position attention, FFN 3072,
+    vocab 128100), batch 16 x 256, fp32 (TF32 off), AdamW; DebertaV2Layer is the unit."""
+    tr = _transformers()
+    from transformers.models.deberta_v2.modeling_deberta_v2 import DebertaV2Layer
+
+    size = dict(TINY_HF, num_attention_heads=2) if tiny else dict(
+        hidden_size=768, num_hidden_layers=6, num_attention_heads=12, intermediate_size=3072, vocab_size=128100,
+        max_position_embeddings=512)
+    cfg = tr.DebertaV2Config(**size, relative_attention=True, position_buckets=256, pos_att_type=["p2c", "c2p"])
+    return _hf(dev, tiny, cfg, tr.DebertaV2ForMaskedLM, DebertaV2Layer, (16, 256), None)
+
+
+def squeezenet(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision SqueezeNet 1.1 (1.2M, eight Fire modules of a squeeze and two concatenated expands, no
+    BatchNorm), batch 128, fp32 (TF32 off), SGD with momentum; Fire is the unit."""
+    tvm = _torchvision_models()
+    from torchvision.models.squeezenet import Fire
+
+    return _vision(dev, tiny, tvm.squeezenet1_1(weights=None), 128, None,
+                   lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9), lambda m: isinstance(m, Fire))
+
+
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
     "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp, "resnet50_b32_cl_amp": resnet50_amp,
@@ -544,6 +579,8 @@ WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "resnet101_b32_cl_amp": resnet101, "roberta_b16_s256_amp": roberta,
     # held out of every choice (added 2026-11-28 00:00 UTC, before the session that scores them; no model change since)
     "falcon_d1024_l8_b4_s512_amp": falcon, "bigcode_d768_l12_b4_s512_fp32": gpt_bigcode, "resnet34_b64_amp": resnet34,
+    # held out of every choice (added 2026-11-28 00:15 UTC, after the base-clock floor, which no N-GPU path reads)
+    "mpt_d1024_l8_b4_s512_amp": mpt, "deberta_d768_l6_b16_s256_fp32": deberta_v2, "squeezenet_b128_fp32": squeezenet,
 }
 
 
