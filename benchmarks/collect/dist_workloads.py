@@ -554,6 +554,42 @@ def squeezenet(dev: torch.device, tiny: bool) -> Workload:
                    lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9), lambda m: isinstance(m, Fire))
 
 
+def stablelm(dev: torch.device, tiny: bool) -> Workload:
+    """HF StableLM decoder at d 1024 (8 layers, 16 heads, LayerNorm, partial rotary 0.25, SwiGLU 2816, vocab
+    50304), batch 4 x 1024, bf16 autocast, AdamW; StableLmDecoderLayer is the unit."""
+    tr = _transformers()
+    from transformers.models.stablelm.modeling_stablelm import StableLmDecoderLayer
+
+    size = dict(TINY_HF, num_attention_heads=4, num_key_value_heads=4) if tiny else dict(
+        hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=16,
+        vocab_size=50304, max_position_embeddings=1024)
+    cfg = tr.StableLmConfig(**size, partial_rotary_factor=0.25, attn_implementation="sdpa")
+    return _hf(dev, tiny, cfg, tr.StableLmForCausalLM, StableLmDecoderLayer, (4, 1024), torch.bfloat16)
+
+
+def gemma(dev: torch.device, tiny: bool) -> Workload:
+    """HF Gemma decoder at d 1024 (8 layers, 8 heads of 128, one KV head, RMSNorm, GeGLU 4096, tied embedding, vocab
+    32000), batch 4 x 512, bf16 autocast, AdamW; GemmaDecoderLayer is the unit."""
+    tr = _transformers()
+    from transformers.models.gemma.modeling_gemma import GemmaDecoderLayer
+
+    size = dict(TINY_HF, num_attention_heads=4, num_key_value_heads=1, head_dim=16) if tiny else dict(
+        hidden_size=1024, intermediate_size=4096, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=1,
+        head_dim=128, vocab_size=32000, max_position_embeddings=1024)
+    cfg = tr.GemmaConfig(**size, attn_implementation="sdpa")
+    return _hf(dev, tiny, cfg, tr.GemmaForCausalLM, GemmaDecoderLayer, (4, 512), torch.bfloat16)
+
+
+def mnasnet(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision MNASNet 1.0 (4.4M, 16 inverted residual blocks with 3x3 and 5x5 depthwise convolutions, 52
+    BatchNorms), batch 64, bf16 autocast, SGD with momentum; every inverted residual block is a unit."""
+    tvm = _torchvision_models()
+    from torchvision.models.mnasnet import _InvertedResidual
+
+    return _vision(dev, tiny, tvm.mnasnet1_0(weights=None), 64, torch.bfloat16,
+                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), lambda m: isinstance(m, _InvertedResidual))
+
+
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
     "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp, "resnet50_b32_cl_amp": resnet50_amp,
@@ -581,6 +617,8 @@ WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "falcon_d1024_l8_b4_s512_amp": falcon, "bigcode_d768_l12_b4_s512_fp32": gpt_bigcode, "resnet34_b64_amp": resnet34,
     # held out of every choice (added 2026-11-28 00:15 UTC, after the base-clock floor, which no N-GPU path reads)
     "mpt_d1024_l8_b4_s512_amp": mpt, "deberta_d768_l6_b16_s256_fp32": deberta_v2, "squeezenet_b128_fp32": squeezenet,
+    # held out of every choice (added 2026-11-28 00:25 UTC, before the session that scores them; no change since)
+    "stablelm_d1024_l8_b4_s1024_amp": stablelm, "gemma_d1024_l8_b4_s512_amp": gemma, "mnasnet_b64_amp": mnasnet,
 }
 
 

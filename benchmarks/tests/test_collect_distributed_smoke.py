@@ -43,7 +43,9 @@ NEEDS = {"gpt2_b8_s1024_amp": "transformers", "llama_d1024_l8_b4_s1024_amp": "tr
          "resnet101_b32_cl_amp": "torchvision", "roberta_b16_s256_amp": "transformers",
          "falcon_d1024_l8_b4_s512_amp": "transformers", "bigcode_d768_l12_b4_s512_fp32": "transformers",
          "resnet34_b64_amp": "torchvision", "mpt_d1024_l8_b4_s512_amp": "transformers",
-         "deberta_d768_l6_b16_s256_fp32": "transformers", "squeezenet_b128_fp32": "torchvision"}
+         "deberta_d768_l6_b16_s256_fp32": "transformers", "squeezenet_b128_fp32": "torchvision",
+         "stablelm_d1024_l8_b4_s1024_amp": "transformers", "gemma_d1024_l8_b4_s512_amp": "transformers",
+         "mnasnet_b64_amp": "torchvision"}
 # FSDP2 cannot shard a channels-last parameter (fully_shard: "FSDP does not support non-contiguous parameters yet")
 FSDP2_REFUSES = {"resnet50_b32_cl_amp", "resnet101_b32_cl_amp"}
 
