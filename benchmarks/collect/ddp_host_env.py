@@ -4,12 +4,13 @@ once without communication (``solo``) and with DDP, under four host settings: as
 sets for every rank "to avoid your system being overloaded"), ``pinned`` (each rank on its own physical cores, their
 SMT siblings with them) and ``omp1_pinned``.
 
-    python benchmarks/collect/ddp_host_env.py --out OUT --world 4 --workloads phi_d1024_l8_b4_s1024_amp,densenet121_b32_fp32
+    python benchmarks/collect/ddp_host_env.py --out OUT --world 2 --workloads phi_d1024_l8_b4_s1024_amp,vit_b16_b64_amp
     python benchmarks/collect/ddp_host_env.py --dry-run --out /tmp/henv --world 2 --workloads mlp   # CPU, gloo
 
 Per rank, not profiled: each step's wall time (``--iters``, a barrier and a sync around each, as
 collect_distributed.time_steps), the back-to-back wall time per step, the main thread's CPU time per step
-(time.thread_time around step(): the host's own work, a wait on a full launch queue included), the main thread's
+(time.thread_time around step(): the host's own work, a wait on a full launch queue included), every thread's CPU
+time per step by name (/proc/self/task: the autograd engine's backward thread, NCCL's), the main thread's
 involuntary context switches per step (/proc/thread-self/status: the scheduler took its CPU away), the process's
 threads, its CPUs and torch's intra-op threads. OUT/host_env.jsonl: one row per workload, setting and mode;
 OUT/host.json: lscpu, the CPUs' core and package ids, nvidia-smi topo -m.
@@ -68,17 +69,42 @@ def involuntary_switches() -> int:
     return -1
 
 
+def threads_cpu() -> dict[int, tuple[str, int]]:
+    """Every thread of this process: (its name, its user + system CPU time in clock ticks), from /proc."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            name = open(f"/proc/self/task/{tid}/comm").read().strip()
+            fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+            out[int(tid)] = (name, int(fields[11]) + int(fields[12]))  # utime, stime: stat fields 14 and 15
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return out
+
+
+def by_name(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int]], n: int) -> dict[str, float]:
+    """CPU ms per step of each thread name (the digits of a name dropped: one entry per kind of thread)."""
+    tick_ms = 1e3 / os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for tid, (name, ticks) in after.items():
+        kind = name.rstrip("0123456789") or name
+        out[kind] = out.get(kind, 0.0) + (ticks - before.get(tid, (name, 0))[1]) * tick_ms / n
+    return {k: round(v, 3) for k, v in sorted(out.items()) if v > 0}
+
+
 def host_measure(step: Callable[[], None], device: torch.device, n: int) -> dict[str, Any]:
-    """The main thread's CPU time and involuntary switches per step over ``n`` steps run back to back."""
+    """The main thread's CPU time and involuntary switches per step over ``n`` steps run back to back, and every
+    thread's CPU time per step by thread name (the autograd engine's, NCCL's, the profiler's none here)."""
     barrier = dist.barrier if dist.is_initialized() else (lambda: None)
     barrier()
-    switches, cpu = involuntary_switches(), time.thread_time()
+    switches, cpu, threads = involuntary_switches(), time.thread_time(), threads_cpu()
     for _ in range(n):
         step()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return {"thread_cpu_ms": (time.thread_time() - cpu) * 1e3 / n,
-            "involuntary_per_step": (involuntary_switches() - switches) / n}
+            "involuntary_per_step": (involuntary_switches() - switches) / n,
+            "threads_cpu_ms": by_name(threads, threads_cpu(), n)}
 
 
 def worker(rank: int, world: int, args: argparse.Namespace, port: int, setting: str, mode: str,
@@ -138,7 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dry-run", action="store_true")
     args = p.parse_args(argv)
     bad = [w for w in args.workloads.split(",") if w not in WORKLOADS]
-    bad += [s for s in args.settings.split(",") if s not in SETTINGS] + [m for m in args.modes.split(",") if m not in MODES]
+    bad += [s for s in args.settings.split(",") if s not in SETTINGS]
+    bad += [m for m in args.modes.split(",") if m not in MODES]
     if bad:
         sys.exit(f"error: unknown workload, setting or mode: {', '.join(bad)} (workloads: dist_workloads.WORKLOADS; "
                  f"settings: {', '.join(SETTINGS)}; modes: {', '.join(MODES)})")
