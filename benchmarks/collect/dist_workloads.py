@@ -52,6 +52,11 @@ def _adamw(params: Any) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=1e-4)
 
 
+def _sgd(lr: float) -> Callable[[Any], torch.optim.Optimizer]:
+    """SGD with momentum 0.9 at ``lr``: the vision workloads' optimizer."""
+    return lambda params: torch.optim.SGD(params, lr=lr, momentum=0.9)
+
+
 def _lm(model: nn.Module, vocab: int, batch: int, seq: int, dev: torch.device) -> Callable[[nn.Module], torch.Tensor]:
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, vocab, (batch, seq), generator=g).to(dev)
@@ -145,7 +150,7 @@ def _resnet50(dev: torch.device, tiny: bool, batch: int, autocast: Optional[torc
     from torchvision.models.resnet import Bottleneck
 
     return _vision(dev, tiny, tvm.resnet50(weights=None), batch, autocast,
-                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                   _sgd(0.1),
                    lambda m: isinstance(m, Bottleneck) and m.downsample is None, channels_last, tiny_px=32)
 
 
@@ -202,7 +207,7 @@ def mobilenet(dev: torch.device, tiny: bool) -> Workload:
     from torchvision.models.mobilenetv3 import InvertedResidual
 
     return _vision(dev, tiny, tvm.mobilenet_v3_large(weights=None), 64, None,
-                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), lambda m: isinstance(m, InvertedResidual))
+                   _sgd(0.1), lambda m: isinstance(m, InvertedResidual))
 
 
 def opt(dev: torch.device, tiny: bool) -> Workload:
@@ -226,7 +231,7 @@ def efficientnet(dev: torch.device, tiny: bool) -> Workload:
     from torchvision.models.efficientnet import MBConv
 
     return _vision(dev, tiny, tvm.efficientnet_b0(weights=None), 64, torch.bfloat16,
-                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), lambda m: isinstance(m, MBConv))
+                   _sgd(0.1), lambda m: isinstance(m, MBConv))
 
 
 def distilbert(dev: torch.device, tiny: bool) -> Workload:
@@ -270,7 +275,7 @@ def densenet(dev: torch.device, tiny: bool) -> Workload:
     from torchvision.models.densenet import _DenseLayer
 
     return _vision(dev, tiny, tvm.densenet121(weights=None), 32, None,
-                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), lambda m: isinstance(m, _DenseLayer))
+                   _sgd(0.1), lambda m: isinstance(m, _DenseLayer))
 
 
 def t5(dev: torch.device, tiny: bool) -> Workload:
@@ -293,7 +298,7 @@ def vgg16_bn(dev: torch.device, tiny: bool) -> Workload:
     gradient for little compute; 13 BatchNorms), batch 32, bf16 autocast, SGD with momentum; every Linear is a unit."""
     tvm = _torchvision_models()
     return _vision(dev, tiny, tvm.vgg16_bn(weights=None), 32, torch.bfloat16,
-                   lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9), lambda m: isinstance(m, nn.Linear))
+                   _sgd(0.01), lambda m: isinstance(m, nn.Linear))
 
 
 def regnet(dev: torch.device, tiny: bool) -> Workload:
@@ -303,7 +308,7 @@ def regnet(dev: torch.device, tiny: bool) -> Workload:
     from torchvision.models.regnet import ResBottleneckBlock
 
     return _vision(dev, tiny, tvm.regnet_y_1_6gf(weights=None), 64, None,
-                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), lambda m: isinstance(m, ResBottleneckBlock))
+                   _sgd(0.1), lambda m: isinstance(m, ResBottleneckBlock))
 
 
 def qwen2(dev: torch.device, tiny: bool) -> Workload:
@@ -327,7 +332,7 @@ def resnext(dev: torch.device, tiny: bool) -> Workload:
     from torchvision.models.resnet import Bottleneck
 
     return _vision(dev, tiny, tvm.resnext50_32x4d(weights=None), 32, None,
-                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                   _sgd(0.1),
                    lambda m: isinstance(m, Bottleneck) and m.downsample is None, tiny_px=32)
 
 
@@ -338,7 +343,7 @@ def shufflenet(dev: torch.device, tiny: bool) -> Workload:
     from torchvision.models.shufflenetv2 import InvertedResidual
 
     return _vision(dev, tiny, tvm.shufflenet_v2_x1_0(weights=None), 128, torch.bfloat16,
-                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), lambda m: isinstance(m, InvertedResidual))
+                   _sgd(0.1), lambda m: isinstance(m, InvertedResidual))
 
 
 def mistral(dev: torch.device, tiny: bool) -> Workload:
@@ -361,7 +366,7 @@ def wide_resnet(dev: torch.device, tiny: bool) -> Workload:
     from torchvision.models.resnet import Bottleneck
 
     return _vision(dev, tiny, tvm.wide_resnet50_2(weights=None), 32, torch.bfloat16,
-                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                   _sgd(0.1),
                    lambda m: isinstance(m, Bottleneck) and m.downsample is None, tiny_px=32)
 
 
@@ -402,7 +407,7 @@ def efficientnet_v2(dev: torch.device, tiny: bool) -> Workload:
     from torchvision.models.efficientnet import FusedMBConv, MBConv
 
     return _vision(dev, tiny, tvm.efficientnet_v2_s(weights=None), 32, torch.bfloat16,
-                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                   _sgd(0.1),
                    lambda m: isinstance(m, (MBConv, FusedMBConv)))
 
 
@@ -441,7 +446,7 @@ def googlenet(dev: torch.device, tiny: bool) -> Workload:
     from torchvision.models.googlenet import Inception
 
     model = tvm.googlenet(weights=None, aux_logits=False, init_weights=True)
-    return _vision(dev, tiny, model, 64, None, lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+    return _vision(dev, tiny, model, 64, None, _sgd(0.1),
                    lambda m: isinstance(m, Inception))
 
 
@@ -466,7 +471,7 @@ def resnet101(dev: torch.device, tiny: bool) -> Workload:
     from torchvision.models.resnet import Bottleneck
 
     return _vision(dev, tiny, tvm.resnet101(weights=None), 32, torch.bfloat16,
-                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                   _sgd(0.1),
                    lambda m: isinstance(m, Bottleneck) and m.downsample is None, channels_last=True, tiny_px=32)
 
 
@@ -515,7 +520,7 @@ def resnet34(dev: torch.device, tiny: bool) -> Workload:
     from torchvision.models.resnet import BasicBlock
 
     return _vision(dev, tiny, tvm.resnet34(weights=None), 64, torch.bfloat16,
-                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                   _sgd(0.1),
                    lambda m: isinstance(m, BasicBlock) and m.downsample is None, tiny_px=32)
 
 
@@ -551,7 +556,7 @@ def squeezenet(dev: torch.device, tiny: bool) -> Workload:
     from torchvision.models.squeezenet import Fire
 
     return _vision(dev, tiny, tvm.squeezenet1_1(weights=None), 128, None,
-                   lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9), lambda m: isinstance(m, Fire))
+                   _sgd(0.01), lambda m: isinstance(m, Fire))
 
 
 def stablelm(dev: torch.device, tiny: bool) -> Workload:
@@ -587,7 +592,7 @@ def mnasnet(dev: torch.device, tiny: bool) -> Workload:
     from torchvision.models.mnasnet import _InvertedResidual
 
     return _vision(dev, tiny, tvm.mnasnet1_0(weights=None), 64, torch.bfloat16,
-                   lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), lambda m: isinstance(m, _InvertedResidual))
+                   _sgd(0.1), lambda m: isinstance(m, _InvertedResidual))
 
 
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
