@@ -31,8 +31,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from collect_distributed import (WARMUP_ITERS, free_port, join_world, make_step, steady_ms,  # noqa: E402
-                                 time_steps)
+from collect_distributed import (WARMUP_ITERS, free_port, join_world, leave_world, make_step,  # noqa: E402
+                                 steady_ms, time_steps)
 from dist_workloads import WORKLOADS  # noqa: E402
 
 SETTINGS = {"default": (False, False), "omp1": (True, False), "pinned": (False, True), "omp1_pinned": (True, True)}
@@ -135,15 +135,13 @@ def worker(rank: int, world: int, args: argparse.Namespace, port: int, setting: 
             f.write(json.dumps({"workload": name, "setting": setting, "mode": mode, "world": world,
                                 "per_rank": gathered, "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                 "slowest_ms": max((r.get("median_ms") or 0.0) for r in gathered)}) + "\n")
-    dist.barrier()
-    dist.destroy_process_group()
-    sys.stdout.flush()
-    os._exit(0)
+    leave_world()
 
 
 def host_facts() -> dict[str, Any]:
+    cores = physical_cores()
     out: dict[str, Any] = {"cpu_count": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
-                           "physical_cores": len(physical_cores()), "cores": physical_cores()}
+                           "physical_cores": len(cores), "cores": cores}
     for key, cmd in {"lscpu": ["lscpu"], "topology": ["nvidia-smi", "topo", "-m"]}.items():
         try:
             out[key] = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.splitlines()
