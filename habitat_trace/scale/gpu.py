@@ -4,9 +4,7 @@ Units are in the field names. Tensor peaks are dense (no 2:4 sparsity), FP32-acc
 """
 from __future__ import annotations
 
-import dataclasses
-
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Mapping, Optional
 
 # GFXIP major.minor an AMD device reports as computeMajor/computeMinor, per LLVM target (ROCm docs, "AMD GPU
@@ -127,6 +125,6 @@ class GpuSpec:
 def spec_fields(spec: GpuSpec) -> dict[str, object]:
     """The spec's fields (dataclasses.asdict), without ``base_spec``: a what-if GPU's base is named by ``base``, the
     resolved entry is not repeated in reports and documents."""
-    out = dataclasses.asdict(replace(spec, base_spec=None))
+    out = asdict(replace(spec, base_spec=None))
     del out["base_spec"]
     return out
