@@ -48,35 +48,61 @@ class Parts:
 def assemble(chunks: Iterable[tuple[int, list[Any], list[EventFields]]]) -> Parts:
     """Tables of the events given as ``(index of the first event, events, fields)`` chunks, in order; ``fields``: the
     EventFields of consecutive runs of the chunk's events (ingest.events.Events.read), or none (read here)."""
-    frames: dict[str, list[pd.DataFrame]] = {name: [] for name in BUILDERS}
-    ts: list[np.ndarray] = []
-    dur: list[np.ndarray] = []
-    seen, hip = 0, False
-    checker = rules.Checker()
+    whole = Assembly()
     for first, events, parts in chunks:
+        whole.feed(first, events, parts)
+        del events, parts  # before the next chunk is parsed
+    return whole.parts()
+
+
+class Assembly:
+    """The tables' chunk parts so far: ``feed`` consecutive chunks, ``extend`` by the assembly of the chunks that
+    follow (ingest/halves.py builds a large trace's second half in another process), then ``parts()`` once."""
+
+    def __init__(self) -> None:
+        self.frames: dict[str, list[pd.DataFrame]] = {name: [] for name in BUILDERS}
+        self.ts: list[np.ndarray] = []
+        self.dur: list[np.ndarray] = []
+        self.checker = rules.Checker()
+        self.sniffed: list[str] = []  # the names of the first AMD_SNIFF_CALLS runtime calls
+
+    def feed(self, first: int, events: list[Any], parts: list[EventFields]) -> None:
         chunk = tables.Chunk.of(events, EventFields.join(parts) if parts else None)
         for name, build in BUILDERS.items():
             df = build(chunk)
             if first:
                 df[S.EVENT] += first
-            frames[name].append(df)
+            self.frames[name].append(df)
         t, d = tables.event_times(chunk.fields)
-        checker.feed(first, events, chunk.fields)
-        ts.append(t)
-        dur.append(d)
-        calls = chunk.rows((S.CAT_RUNTIME,))[:max(AMD_SNIFF_CALLS - seen, 0)].tolist()
-        seen += len(calls)
-        hip = hip or any(str(events[i].get("name", "")).startswith("hip") for i in calls)
-        del events, chunk, parts  # before the next chunk is parsed
-    if not ts:
-        return assemble([(0, [], [])])
-    violations = tuple(checker.violations())  # before the tables are joined: the two peaks do not add up
-    del checker
-    out = {}
-    for name in list(frames):  # each table's chunk parts dropped once joined: only one table is ever twice in memory
-        out[name] = _concat(frames.pop(name))
-    out["flows"] = pd.concat([out.pop(cat) for cat in tables.FLOW_CATEGORIES], ignore_index=True)
-    return Parts(**out, ts_ns=np.concatenate(ts), dur_ns=np.concatenate(dur), hip=hip, violations=violations)
+        self.checker.feed(first, events, chunk.fields)
+        self.ts.append(t)
+        self.dur.append(d)
+        calls = chunk.rows((S.CAT_RUNTIME,))[:max(AMD_SNIFF_CALLS - len(self.sniffed), 0)].tolist()
+        self.sniffed += [str(events[i].get("name", "")) for i in calls]
+
+    def extend(self, later: "Assembly") -> None:
+        """Append ``later``'s chunks (those right after this one's last)."""
+        for name, frames in later.frames.items():
+            self.frames[name] += frames
+        self.ts += later.ts
+        self.dur += later.dur
+        self.checker.extend(later.checker)
+        self.sniffed = (self.sniffed + later.sniffed)[:AMD_SNIFF_CALLS]
+
+    def parts(self) -> Parts:
+        """The joined tables (each table's chunk parts dropped once joined: only one table is ever twice in
+        memory); the assembly is spent."""
+        if not self.ts:
+            return assemble([(0, [], [])])
+        violations = tuple(self.checker.violations())  # before the tables are joined: the two peaks do not add up
+        self.checker = rules.Checker()
+        out = {}
+        for name in list(self.frames):
+            out[name] = _concat(self.frames.pop(name))
+        out["flows"] = pd.concat([out.pop(cat) for cat in tables.FLOW_CATEGORIES], ignore_index=True)
+        hip = any(name.startswith("hip") for name in self.sniffed)
+        return Parts(**out, ts_ns=np.concatenate(self.ts), dur_ns=np.concatenate(self.dur), hip=hip,
+                     violations=violations)
 
 
 def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:

@@ -86,6 +86,15 @@ class Events(Sequence[Any]):
         where = f"{len(self._view)} bytes" if self._view is not None else f"in {self._file[0]}"  # type: ignore[index]
         return f"Events({len(self)} events, {where})"
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes from the first event's start to the last one's end."""
+        return int(self._ends[-1] - self._starts[0]) if len(self) else 0
+
+    def offset(self, k: int) -> int:
+        """Where event ``k`` starts, in bytes from the first one's start (``len(self)``: ``nbytes``)."""
+        return self.nbytes if k >= len(self) else int(self._starts[k] - self._starts[0])
+
     def release(self, path: Path, stamp: FileStamp) -> None:
         """Drop the bytes: ``path`` holds them (stamped ``stamp`` when they were read), read again when asked."""
         self._file = (Path(path), stamp)
@@ -202,32 +211,41 @@ class Events(Sequence[Any]):
                 yield lo, list(events), []
             return
         keep = self.shares_dicts
-        kept = []
         # the first full read of a large document (ingest's) compares each part with orjson's dump of its events:
         # 0.7 s on issue 34's 272 MB trace, against the writer's second parse and dump that a match spares
-        check = not keep and self.canonical is None
-        canonical: list[tuple[int, int]] = []
-        bounds = self.bounds(None if keep else chunk_bytes)
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            chunk: list[Any] = []
-            made: list[T] = []
-            for a, b in pairwise(self.bounds(PART_BYTES, lo, hi)):
-                part, text = self._parse(a, b)
-                # orjson writes no raw newline (Kineto's own files have one per line): no dump to compare there
-                if check and b"\n" not in text and orjson.dumps(part) == text:
-                    canonical.append((a, b))
-                del text
-                if each is not None:
-                    made.append(each(part))
-                chunk += part
+        canonical: list[tuple[int, int]] | None = [] if not keep and self.canonical is None else None
+        kept = []
+        for lo, chunk, made in self.read_span(each, 0, len(self), canonical, None if keep else chunk_bytes):
             if keep:
                 kept.append((lo, chunk))
                 chunk = list(chunk)
             yield lo, chunk, made
+            del chunk, made  # not alive while read_span parses the next chunk
         if keep:
             self._kept = kept
-        if check:
+        if canonical is not None:
             self.canonical = canonical
+
+    def read_span(self, each: Callable[[list[Any]], T] | None, lo: int, hi: int,
+                  canonical: list[tuple[int, int]] | None = None, chunk_bytes: int | None = None) -> Iterator[
+            tuple[int, list[Any], list[T]]]:
+        """``read`` of events ``lo`` to ``hi - 1`` (their chunks: ``bounds``), never kept; with ``canonical``, the
+        parts whose bytes are orjson's dump of their events are appended to it. The chunks are the whole document's
+        (``bounds(chunk_bytes)``) cut at ``lo`` and ``hi``: a span read alone and a full read part alike."""
+        bounds = [lo, *(k for k in self.bounds(chunk_bytes) if lo < k < hi), hi] if hi > lo else []
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            chunk: list[Any] = []
+            made: list[T] = []
+            for c, d in pairwise(self.bounds(PART_BYTES, a, b)):
+                part, text = self._parse(c, d)
+                # orjson writes no raw newline (Kineto's own files have one per line): no dump to compare there
+                if canonical is not None and b"\n" not in text and orjson.dumps(part) == text:
+                    canonical.append((c, d))
+                del text
+                if each is not None:
+                    made.append(each(part))
+                chunk += part
+            yield a, chunk, made
 
 
 def fresh_dicts(events: Sequence[Any]) -> bool:

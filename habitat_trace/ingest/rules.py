@@ -133,6 +133,16 @@ class Checker:
         loose[is_f] = np.fromiter(map(operator.ne, bp, repeat("e")), dtype=bool, count=int(is_f.sum()))
         self._flows.append((track[~sl], ts[rows], rows + first, is_f, loose))
 
+    def extend(self, later: "Checker") -> None:
+        """Take ``later``'s chunks (fed the events right after this one's last) as if fed here: its track codes,
+        numbered by first appearance in its own chunks, are renumbered into this one's in that order, which is the
+        numbering feeding them here would have given."""
+        keys = sorted(later._tracks, key=later._tracks.__getitem__)
+        remap = np.array([self._tracks.setdefault(k, len(self._tracks)) for k in keys], dtype=np.int64)
+        self._out += later._out
+        self._slices += [(remap[track], *rest) for track, *rest in later._slices]
+        self._flows += [(remap[track], *rest) for track, *rest in later._flows]
+
     def _track_codes(self, f: EventFields, rows: np.ndarray) -> np.ndarray:
         """The code of each row's track (str(pid), str(tid)). Where the chunk's pid and tid strings are at hand
         (EventFields.id_strings: no null among them), the pairs are factorized (pandas' hash table; a Kineto

@@ -22,10 +22,10 @@ import pandas as pd
 from habitat_trace.errors import TraceFormatError, UnsupportedTraceError
 from habitat_trace.ingest import classify, linking, reader, rocm, rules
 from habitat_trace.ingest import schema as S
-from habitat_trace.ingest.assemble import assemble
+from habitat_trace.ingest.assemble import Parts
 from habitat_trace.ingest.columns import NO_TIME
-from habitat_trace.ingest.events import ChunkError, Events, FileStamp, event_reads
-from habitat_trace.ingest.fields import EventFields
+from habitat_trace.ingest.events import ChunkError, Events, FileStamp
+from habitat_trace.ingest.halves import assemble_events
 
 T = TypeVar("T")
 CAT_PROFILER_RANGE = "cuda_profiler_range"  # CUPTI range-profiler events (kineto ActivityType CUDA_PROFILER_RANGE)
@@ -210,15 +210,17 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _chunks(events: Sequence[Any], path: Path, stamp: Optional[FileStamp]) -> Iterator[tuple[int, list[Any],
-                                                                                            list[EventFields]]]:
-    """The events' chunks with their fields (read a part at a time: Events.read); after the last, their bytes are
-    dropped when ``path`` holds them (``stamp``), once the python_function events are counted in them (what the
-    overhead estimate asks of every trace: from memory, not from the file again)."""
-    yield from event_reads(events, EventFields.read)
-    if stamp is not None and isinstance(events, Events):
-        events.text_count(S.PYTHON_TOKEN)
-        events.release(path, stamp)
+def _assemble(events: Sequence[Any], path: Path, stamp: Optional[FileStamp]) -> Parts:
+    """The events' tables (read a part at a time: Events.read; a large trace's halves in two processes:
+    halves.assemble_events); once read, before the tables are joined, their bytes are dropped when ``path`` holds
+    them (``stamp``), once the python_function events are counted in them (what the overhead estimate asks of every
+    trace: from memory, not from the file again)."""
+    def release() -> None:
+        if stamp is not None and isinstance(events, Events):
+            events.text_count(S.PYTHON_TOKEN)
+            events.release(path, stamp)
+
+    return assemble_events(events, release)
 
 
 def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu: bool,
@@ -228,7 +230,7 @@ def _build(path: Path, meta: dict[str, Any], events: Sequence[Any], require_gpu:
     if not isinstance(devices, list):
         devices = []
     devices = [d for d in devices if isinstance(d, dict)]
-    parts = assemble(_chunks(events, path, stamp))
+    parts = _assemble(events, path, stamp)
     for what, df in (("GPU event", parts.gpu), ("CPU op", parts.ops), ("runtime call", parts.calls)):
         _check_times(path, what, df, events)
     if require_gpu and len(parts.gpu) == 0:
