@@ -14,8 +14,12 @@ from typing import Any
 import orjson
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from habitat_trace import forking
+from habitat_trace.emit import halves as emit_halves
+from habitat_trace.emit import writer
 from habitat_trace.errors import TraceFormatError
 from habitat_trace.ingest import events as lazy
 from habitat_trace.ingest import halves, load
@@ -47,7 +51,7 @@ def _assert_same(a: Parts, b: Parts) -> None:
 
 
 def _one_process(raw: bytes) -> tuple[Parts, list[tuple[int, int]]]:
-    events, canonical = _events(raw), []
+    events, canonical = _events(raw), list[tuple[int, int]]()
     return assemble(events.read_span(EventFields.read, 0, len(events), canonical)), canonical
 
 
@@ -105,21 +109,31 @@ def _splitting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
-def test_load_splits_a_large_plain_file_and_writes_the_same_document(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_load_and_write_split_a_large_plain_file_into_the_same_document(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "t.pt.trace.json"
     path.write_bytes(orjson.dumps(json.loads(gzip.decompress((DATA / "emit_mlp_h100.pt.trace.json.gz").read_bytes()))))
     monkeypatch.setattr(lazy, "CHUNK_BYTES", 20_000)
     monkeypatch.setattr(lazy, "KEEP_PARSED_BYTES", 1000)
+    monkeypatch.setattr(writer, "WRITE_CHUNK_BYTES", 20_000)
     alone = load(path)
+    pred = scaled(alone, 0.5)
+    expected = document_bytes(alone, replay(alone, pred), pred)  # one process: nothing splits below SPLIT_BYTES
     mids = _splitting(monkeypatch)
+    writes: list[int] = []
+    in_two = emit_halves._in_two
+
+    def spy(units: Any, make: Any, mid: int) -> Any:
+        writes.append(mid)
+        return in_two(units, make, mid)
+
+    monkeypatch.setattr(emit_halves, "_in_two", spy)
     split = load(path)
     assert len(mids) == 1 and split.events.canonical == alone.events.canonical  # type: ignore[attr-defined]
     for name in TABLES:
         pd.testing.assert_frame_equal(getattr(split, name), getattr(alone, name), check_exact=True, obj=name)
     assert split.violations == alone.violations
-    pred = scaled(alone, 0.5)
-    assert document_bytes(split, replay(split, pred), pred) == document_bytes(alone, replay(alone, pred), pred)
+    assert document_bytes(split, replay(split, pred), pred) == expected and len(writes) == 1
 
 
 def test_a_bad_event_reads_as_the_one_process_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,3 +183,60 @@ def test_a_process_with_another_thread_is_not_alone() -> None:
     finally:
         stop.set()
         other.join()
+
+
+def _forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forking, "SPLIT_BYTES", 0)
+    monkeypatch.setattr(forking, "cpus", lambda: 2)
+    monkeypatch.setattr(forking, "alone", lambda: True)
+
+
+def _no_child_left() -> bool:
+    """No child process of this one, running or a zombie."""
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+@settings(max_examples=25, deadline=None)
+@given(parts=st.lists(st.sampled_from([b"", b"{}", b'{"a":1}', b'{"name":"x,y"}']), min_size=2, max_size=9))
+def test_two_writers_join_the_parts_as_one(parts: list[bytes]) -> None:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _forced(monkeypatch)
+        got = b"".join(emit_halves.joined(parts, bytes, [len(p) + 1 for p in parts]))
+    assert got == b",".join(p for p in parts if p) and _no_child_left()
+
+
+def test_a_failing_child_writer_leaves_its_units_to_the_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    _forced(monkeypatch)
+    parent = os.getpid()
+
+    def make(unit: bytes) -> bytes:
+        if os.getpid() != parent:
+            raise OSError("the child's disk is full")
+        return unit
+
+    parts = [b"1", b"", b"2", b"3", b"4"]
+    assert b"".join(emit_halves.joined(parts, make, [1] * 5)) == b"1,2,3,4" and _no_child_left()
+
+
+def test_an_error_or_an_early_stop_kills_and_reaps_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    _forced(monkeypatch)
+
+    def make(unit: bytes) -> bytes:
+        if unit == b"bad":
+            raise TraceFormatError("t.json: events #0-#9 hold a value that cannot be written back")
+        return unit
+
+    with pytest.raises(TraceFormatError, match="cannot be written back"):
+        b"".join(emit_halves.joined([b"bad", b"2", b"3", b"4"], make, [1] * 4))
+    assert _no_child_left()
+    with pytest.raises(TraceFormatError, match="cannot be written back"):  # in the child's half: raised here
+        b"".join(emit_halves.joined([b"1", b"2", b"3", b"bad"], make, [1] * 4))
+    assert _no_child_left()
+    stream = emit_halves.joined([b"1", b"2", b"3", b"4"], make, [1] * 4)
+    assert next(stream) == b""  # the first separator
+    stream.close()  # the consumer stops (its write failed): the child is not wanted
+    assert _no_child_left()

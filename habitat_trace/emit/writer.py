@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 import numpy as np
 import orjson
 
-from habitat_trace.emit import splice
+from habitat_trace.emit import halves, splice
 from habitat_trace.emit.splice import json_items, method_keys, method_texts
 from habitat_trace.emit.numbers import us_fragments, us_texts
 from habitat_trace.errors import OutputError, TraceFormatError
@@ -209,36 +209,47 @@ def pieces(document: TargetDocument) -> Iterator[bytes | memoryview]:
         yield body
         yield b"]" + tail
         return
-    sep = b""
-    for part in _event_parts(document):
-        if part:
-            yield sep
-            yield part
-            sep = b","
+    yield from _event_parts(document)
     yield b"]" + tail
 
 
 def _event_parts(document: TargetDocument) -> Iterator[bytes | memoryview]:
-    """The written events' JSON without the array's brackets, a chunk at a time: spliced from their bytes where
-    ingest found them orjson's own (emit.splice), else parsed again, rewritten and dumped."""
-    events, r = document.events, document.rewrite
+    """The written events' JSON without the array's brackets (commas between), in pieces: a chunk at a time,
+    spliced from their bytes where ingest found them orjson's own (emit.splice), else parsed again, rewritten and
+    dumped; a large trace's later half made by a second process (emit.halves)."""
+    events = document.events
     spans = _spans(events)
     if spans is None:
-        copy = not fresh_dicts(events)  # a large trace's chunks are parsed for this write alone
-        for first, chunk in event_chunks(events, WRITE_CHUNK_BYTES):
-            dumped = _dumps(apply(r, chunk, first, copy), document.source, f"events #{first}-#{first + len(chunk) - 1}")
-            del chunk
-            yield memoryview(dumped)[1:-1]  # the chunk without its list's brackets
-        return
+        return _dumped_chunks(document)
     assert isinstance(events, Events)  # _spans' promise
-    some = partial(_rewrite_some, r, document.source)
-    for lo, hi, canonical in spans:
-        for a, b in pairwise(events.bounds(WRITE_CHUNK_BYTES, lo, hi)):
-            if canonical:
-                yield splice.spliced(*events.span_bytes(a, b), a, r, some)
-                continue
-            dumped = _dumps(apply(r, events.parse(a, b), a, copy=False), document.source, f"events #{a}-#{b - 1}")
-            yield memoryview(dumped)[1:-1]
+    units = [(a, b, canonical) for lo, hi, canonical in spans
+             for a, b in pairwise(events.bounds(WRITE_CHUNK_BYTES, lo, hi))]
+    sizes = [events.offset(b) - events.offset(a) for a, b, _ in units]
+    return halves.joined(units, partial(_unit, document, events), sizes)
+
+
+def _dumped_chunks(document: TargetDocument) -> Iterator[bytes | memoryview]:
+    """``_event_parts`` of a list or a kept document: each chunk's events rewritten and dumped."""
+    events, r = document.events, document.rewrite
+    copy = not fresh_dicts(events)  # a large trace's chunks are parsed for this write alone
+    sep = b""
+    for first, chunk in event_chunks(events, WRITE_CHUNK_BYTES):
+        dumped = _dumps(apply(r, chunk, first, copy), document.source, f"events #{first}-#{first + len(chunk) - 1}")
+        del chunk
+        if len(dumped) > 2:  # not an empty chunk's []
+            yield sep
+            yield memoryview(dumped)[1:-1]  # the chunk without its list's brackets
+            sep = b","
+
+
+def _unit(document: TargetDocument, events: Events, unit: tuple[int, int, bool]) -> bytes | memoryview:
+    """Events ``a`` to ``b - 1`` written: spliced from their bytes (``canonical``), or parsed, rewritten and dumped."""
+    a, b, canonical = unit
+    r = document.rewrite
+    if canonical:
+        return splice.spliced(*events.span_bytes(a, b), a, r, partial(_rewrite_some, r, document.source))
+    dumped = _dumps(apply(r, events.parse(a, b), a, copy=False), document.source, f"events #{a}-#{b - 1}")
+    return memoryview(dumped)[1:-1]
 
 
 def _spans(events: Sequence[Any]) -> Optional[list[tuple[int, int, bool]]]:
