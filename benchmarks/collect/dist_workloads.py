@@ -595,6 +595,41 @@ def mnasnet(dev: torch.device, tiny: bool) -> Workload:
                    _sgd(0.1), lambda m: isinstance(m, _InvertedResidual))
 
 
+def olmo(dev: torch.device, tiny: bool) -> Workload:
+    """HF OLMo decoder at d 1024 (8 layers, 16 heads, non-parametric LayerNorm, rotary, SwiGLU 2816, vocab 50304),
+    batch 4 x 1024, bf16 autocast, AdamW; OlmoDecoderLayer is the unit."""
+    tr = _transformers()
+    from transformers.models.olmo.modeling_olmo import OlmoDecoderLayer
+
+    size = dict(TINY_HF, num_attention_heads=4, num_key_value_heads=4) if tiny else dict(
+        hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=16,
+        vocab_size=50304, max_position_embeddings=1024)
+    cfg = tr.OlmoConfig(**size, attn_implementation="sdpa")
+    return _hf(dev, tiny, cfg, tr.OlmoForCausalLM, OlmoDecoderLayer, (4, 1024), torch.bfloat16)
+
+
+def gptj(dev: torch.device, tiny: bool) -> Workload:
+    """HF GPT-J at d 1024 (8 layers, 16 heads, rotary on 64 of each head's dims, attention and MLP in parallel, GELU
+    MLP 4096, vocab 50400), batch 4 x 512, fp32 (TF32 off), AdamW; GPTJBlock is the unit."""
+    tr = _transformers()
+    from transformers.models.gptj.modeling_gptj import GPTJBlock
+
+    size = dict(n_embd=64, n_layer=2, n_head=4, rotary_dim=8, vocab_size=128, n_positions=32) if tiny else dict(
+        n_embd=1024, n_layer=8, n_head=16, rotary_dim=32, vocab_size=50400, n_positions=1024)
+    cfg = tr.GPTJConfig(**size)
+    return _hf(dev, tiny, cfg, tr.GPTJForCausalLM, GPTJBlock, (4, 512), None)
+
+
+def mobilenet_v2(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision MobileNetV2 (3.5M, 17 inverted residual blocks with ReLU6, 52 BatchNorms), batch 128, fp32 (TF32
+    off), SGD with momentum; every inverted residual block is a unit."""
+    tvm = _torchvision_models()
+    from torchvision.models.mobilenetv2 import InvertedResidual
+
+    return _vision(dev, tiny, tvm.mobilenet_v2(weights=None), 128, None,
+                   _sgd(0.05), lambda m: isinstance(m, InvertedResidual))
+
+
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
     "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp, "resnet50_b32_cl_amp": resnet50_amp,
@@ -624,6 +659,8 @@ WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "mpt_d1024_l8_b4_s512_amp": mpt, "deberta_d768_l6_b16_s256_fp32": deberta_v2, "squeezenet_b128_fp32": squeezenet,
     # held out of every choice (added 2026-11-28 00:25 UTC, before the session that scores them; no change since)
     "stablelm_d1024_l8_b4_s1024_amp": stablelm, "gemma_d1024_l8_b4_s512_amp": gemma, "mnasnet_b64_amp": mnasnet,
+    # held out of every choice (added 2026-11-28 03:45 UTC, before the session that scores them; no N-GPU change since)
+    "olmo_d1024_l8_b4_s1024_amp": olmo, "gptj_d1024_l8_b4_s512_fp32": gptj, "mobilenet_v2_b128_fp32": mobilenet_v2,
 }
 
 
