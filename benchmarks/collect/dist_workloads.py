@@ -659,7 +659,7 @@ WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "mpt_d1024_l8_b4_s512_amp": mpt, "deberta_d768_l6_b16_s256_fp32": deberta_v2, "squeezenet_b128_fp32": squeezenet,
     # held out of every choice (added 2026-11-28 00:25 UTC, before the session that scores them; no change since)
     "stablelm_d1024_l8_b4_s1024_amp": stablelm, "gemma_d1024_l8_b4_s512_amp": gemma, "mnasnet_b64_amp": mnasnet,
-    # held out of every choice (added 2026-11-28 03:45 UTC, before the session that scores them; no N-GPU change since)
+    # held out of every choice (added 2026-11-28 03:30 UTC, before the session that scores them; no N-GPU change since)
     "olmo_d1024_l8_b4_s1024_amp": olmo, "gptj_d1024_l8_b4_s512_fp32": gptj, "mobilenet_v2_b128_fp32": mobilenet_v2,
 }
 
