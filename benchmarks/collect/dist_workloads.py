@@ -630,6 +630,42 @@ def mobilenet_v2(dev: torch.device, tiny: bool) -> Workload:
                    _sgd(0.05), lambda m: isinstance(m, InvertedResidual))
 
 
+def resnet18(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision ResNet-18 (12M, 8 basic blocks, 20 BatchNorms), batch 256, bf16 autocast, SGD with momentum: a
+    large per-rank batch of a small CNN; its identity basic blocks are the units."""
+    tvm = _torchvision_models()
+    from torchvision.models.resnet import BasicBlock
+
+    return _vision(dev, tiny, tvm.resnet18(weights=None), 256, torch.bfloat16,
+                   _sgd(0.1), lambda m: isinstance(m, BasicBlock) and m.downsample is None, tiny_px=32)
+
+
+def starcoder2(dev: torch.device, tiny: bool) -> Workload:
+    """HF Starcoder2 decoder at d 1024 (8 layers, 16 heads, 4 KV heads, LayerNorm with biases, rotary, GELU MLP 4096,
+    sliding window 512, vocab 49152), batch 4 x 1024, bf16 autocast, AdamW; Starcoder2DecoderLayer is the unit."""
+    tr = _transformers()
+    from transformers.models.starcoder2.modeling_starcoder2 import Starcoder2DecoderLayer
+
+    size = dict(TINY_HF, num_attention_heads=4, num_key_value_heads=2) if tiny else dict(
+        hidden_size=1024, intermediate_size=4096, num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=4,
+        vocab_size=49152, max_position_embeddings=1024)
+    cfg = tr.Starcoder2Config(**size, sliding_window=512, attn_implementation="sdpa")
+    return _hf(dev, tiny, cfg, tr.Starcoder2ForCausalLM, Starcoder2DecoderLayer, (4, 1024), torch.bfloat16)
+
+
+def ernie(dev: torch.device, tiny: bool) -> Workload:
+    """HF ERNIE masked LM of ernie-3.0-base's shape (d 768, 12 layers, 12 heads, FFN 3072, task-type embeddings,
+    vocab 40000), batch 16 x 256, fp32 (TF32 off), AdamW; ErnieLayer is the unit."""
+    tr = _transformers()
+    from transformers.models.ernie.modeling_ernie import ErnieLayer
+
+    size = dict(TINY_HF, num_attention_heads=2) if tiny else dict(
+        hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, vocab_size=40000,
+        max_position_embeddings=512)
+    cfg = tr.ErnieConfig(**size, use_task_id=True)
+    return _hf(dev, tiny, cfg, tr.ErnieForMaskedLM, ErnieLayer, (16, 256), None)
+
+
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
     "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp, "resnet50_b32_cl_amp": resnet50_amp,
@@ -661,6 +697,8 @@ WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "stablelm_d1024_l8_b4_s1024_amp": stablelm, "gemma_d1024_l8_b4_s512_amp": gemma, "mnasnet_b64_amp": mnasnet,
     # held out of every choice (added 2026-11-28 03:30 UTC, before the session that scores them; no N-GPU change since)
     "olmo_d1024_l8_b4_s1024_amp": olmo, "gptj_d1024_l8_b4_s512_fp32": gptj, "mobilenet_v2_b128_fp32": mobilenet_v2,
+    # held out of every choice (added 2026-11-28 03:45 UTC, before the session that scores them; no N-GPU change since)
+    "resnet18_b256_amp": resnet18, "starcoder2_d1024_l8_b4_s1024_amp": starcoder2, "ernie_b16_s256_fp32": ernie,
 }
 
 

@@ -46,7 +46,9 @@ NEEDS = {"gpt2_b8_s1024_amp": "transformers", "llama_d1024_l8_b4_s1024_amp": "tr
          "deberta_d768_l6_b16_s256_fp32": "transformers", "squeezenet_b128_fp32": "torchvision",
          "stablelm_d1024_l8_b4_s1024_amp": "transformers", "gemma_d1024_l8_b4_s512_amp": "transformers",
          "mnasnet_b64_amp": "torchvision", "olmo_d1024_l8_b4_s1024_amp": "transformers",
-         "gptj_d1024_l8_b4_s512_fp32": "transformers", "mobilenet_v2_b128_fp32": "torchvision"}
+         "gptj_d1024_l8_b4_s512_fp32": "transformers", "mobilenet_v2_b128_fp32": "torchvision",
+         "resnet18_b256_amp": "torchvision", "starcoder2_d1024_l8_b4_s1024_amp": "transformers",
+         "ernie_b16_s256_fp32": "transformers"}
 # FSDP2 cannot shard a channels-last parameter (fully_shard: "FSDP does not support non-contiguous parameters yet")
 FSDP2_REFUSES = {"resnet50_b32_cl_amp", "resnet101_b32_cl_amp"}
 
