@@ -1,12 +1,15 @@
 """Whether a second process may take half of a large trace's work (ingest/halves.py, emit/halves.py).
 
-Contract: ``second_cpu_free()`` is true where ``os.fork`` exists, this process may run on two CPUs or more, and it is
-alone: no other thread (a fork copies a thread's locks mid-flight, not the thread) and not a multiprocessing worker
-(its pool already spreads the work over the CPUs). The work split this way is at least SPLIT_BYTES of JSON.
+Contract: ``second_cpu_free()`` is true on Linux (``os.fork`` there copies the process as it is; macOS's system
+frameworks are not safe to use in a forked child, which is why Python's multiprocessing spawns there), where this
+process may run on two CPUs or more and it is alone: no other thread (a fork copies a thread's locks mid-flight, not
+the thread) and not a multiprocessing worker (its pool already spreads the work over the CPUs). The work split this way
+is at least SPLIT_BYTES of JSON.
 """
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from multiprocessing import parent_process
 
@@ -16,7 +19,7 @@ SPLIT_BYTES = 1 << 25
 
 
 def second_cpu_free() -> bool:
-    return hasattr(os, "fork") and cpus() >= 2 and alone()
+    return sys.platform.startswith("linux") and hasattr(os, "fork") and cpus() >= 2 and alone()
 
 
 def cpus() -> int:
