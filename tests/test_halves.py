@@ -57,12 +57,11 @@ def _one_process(raw: bytes) -> tuple[Parts, list[tuple[int, int]]]:
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
 def test_two_processes_build_what_one_builds(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lazy, "CHUNK_BYTES", 20_000)  # a dozen chunks or more: the middle falls between two
     raw = orjson.dumps(json.loads(gzip.decompress(path.read_bytes())))  # compact: canonical parts to find
+    monkeypatch.setattr(lazy, "CHUNK_BYTES", len(raw) // 10)  # ten chunks to share out
     events, called = _events(raw), []
-    mid = halves._middle(events)
-    assert 0 < mid < len(events)
-    two = halves._two_halves(events, mid, lambda: called.append(events.canonical))
+    assert len(events.bounds()) > 8
+    two = halves._two_halves(events, lambda: called.append(events.canonical))
     one, canonical = _one_process(raw)
     _assert_same(two, one)
     assert events.canonical == canonical and called == [canonical]  # ``then`` once, after the last read
@@ -73,7 +72,22 @@ def test_a_child_that_dies_leaves_its_half_to_the_parent(monkeypatch: pytest.Mon
     monkeypatch.setattr(halves, "_child", lambda *args: os._exit(3))  # killed before it answers
     raw = gzip.decompress(MLP_FIXTURE.read_bytes())
     events = _events(raw)
-    _assert_same(halves._two_halves(events, halves._middle(events), lambda: None), _one_process(raw)[0])
+    _assert_same(halves._two_halves(events, lambda: None), _one_process(raw)[0])
+
+
+def test_a_child_that_dies_after_taking_chunks_leaves_them_to_the_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lazy, "CHUNK_BYTES", 20_000)
+
+    def dies(events: lazy.Events, bounds: list[int], meeting: Any, write: int, parent_alive: Any) -> None:
+        meeting.take(False, parent_alive)  # two chunks from the back, never assembled or sent
+        meeting.take(False, parent_alive)
+        os._exit(3)
+
+    monkeypatch.setattr(halves, "_child", dies)
+    raw = gzip.decompress(MLP_FIXTURE.read_bytes())
+    events = _events(raw)
+    assert len(events.bounds()) > 4
+    _assert_same(halves._two_halves(events, lambda: None), _one_process(raw)[0])
 
 
 def _nan_in_second_half() -> bytes:
@@ -87,11 +101,11 @@ def test_a_bad_event_in_the_childs_half_is_the_chunk_error_of_one_process(monkey
     monkeypatch.setattr(lazy, "CHUNK_BYTES", 20_000)
     events = _events(_nan_in_second_half())
     with pytest.raises(ChunkError, match="events "):
-        halves._two_halves(events, halves._middle(events), lambda: None)
+        halves._two_halves(events, lambda: None)
 
 
 def _splitting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Make every plain trace splittable here; the list gets the middle of each split."""
+    """Make every plain trace splittable here; the list gets the events' count of each split."""
     monkeypatch.setattr(lazy, "CHUNK_BYTES", 20_000)
     monkeypatch.setattr(lazy, "KEEP_PARSED_BYTES", 1000)
     monkeypatch.setattr(forking, "SPLIT_BYTES", 1000)
@@ -100,9 +114,9 @@ def _splitting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     mids: list[int] = []
     two_halves = halves._two_halves
 
-    def spy(events: lazy.Events, mid: int, then: Any) -> Parts:
-        mids.append(mid)
-        return two_halves(events, mid, then)
+    def spy(events: lazy.Events, then: Any) -> Parts:
+        mids.append(len(events))
+        return two_halves(events, then)
 
     monkeypatch.setattr(halves, "_two_halves", spy)
     return mids

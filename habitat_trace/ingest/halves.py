@@ -1,18 +1,22 @@
-"""A large trace's tables built by two processes: the second half of its events in a forked child, at once.
+"""A large trace's tables built by two processes: a forked child assembles chunks of its events at the same time.
 
 Contract: ``assemble_events(events)`` gives what ``assemble(event_reads(events, EventFields.read))`` gives (the same
 tables, violations and ``Events.canonical``), from two processes where that can help: a plain file's events of at
-least forking.SPLIT_BYTES, read for the first time, where a second CPU is free (forking.second_cpu_free). The
-child (``os.fork``: it shares the document's bytes, copy-on-write) parses and assembles the events from the chunk
-boundary nearest the middle, and sends its ``Assembly`` through a pipe; the parent does the first half meanwhile,
-then appends the child's (assemble.Assembly.extend). Anything else is read in this process alone. If the child fails,
-the parent reads the second half itself, so a bad event is reported as a one-process read reports it.
+least forking.SPLIT_BYTES, read for the first time, where a second CPU is free (forking.second_cpu_free). The child
+(``os.fork``: it shares the document's bytes, copy-on-write) takes the events' chunks from the back and the parent from
+the front, one at a time, until they meet (``_Meeting``); the child joins its chunks in order and sends the
+``Assembly`` through a pipe, which the parent appends to its own (assemble.Assembly.extend). Anything else is read in
+this process alone. If the child fails, the parent reads every chunk after its own last, so a bad event is reported
+as a one-process read reports it.
 """
 from __future__ import annotations
 
+import mmap
 import os
 import pickle
 import signal
+import struct
+from multiprocessing import get_context
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from habitat_trace import forking
@@ -20,9 +24,8 @@ from habitat_trace.ingest.assemble import Assembly, Parts, assemble
 from habitat_trace.ingest.events import ChunkError, Events, event_reads
 from habitat_trace.ingest.fields import EventFields
 
-# The child's share of the events' bytes: the parent also unpickles the child's tables (0.13 s of issue 34's trace)
-# while the child pickles them, so an even split by bytes leaves neither waiting long
-CHILD_SHARE = 0.5
+# How long a process waits for the chunks' lock before it checks that the other one is still running
+LOCK_POLL_S = 0.5
 T = TypeVar("T")
 
 
@@ -30,7 +33,7 @@ def assemble_events(events: Sequence[Any], then: Callable[[], None] = lambda: No
     """The tables of ``events`` (ingest.assemble), in two processes where ``splittable``; ``then`` is called once
     every event is read, before the tables are joined (ingest drops the document's bytes there)."""
     if isinstance(events, Events) and splittable(events):
-        return _two_halves(events, _middle(events), then)
+        return _two_halves(events, then)
     return assemble(_then(event_reads(events, EventFields.read), then))
 
 
@@ -46,33 +49,82 @@ def splittable(events: Sequence[Any]) -> bool:
             and events.nbytes >= forking.SPLIT_BYTES and forking.second_cpu_free())
 
 
-def _middle(events: Events) -> int:
-    """The chunk boundary that leaves the child about CHILD_SHARE of the events' bytes."""
+class _Meeting:
+    """The chunks 0 .. n - 1 of the events shared out between two processes: the parent takes them from the front,
+    the child from the back, one at a time under a lock (shared across the fork), until they meet. Neither waits
+    for the other at the end, whichever runs slower: with fixed halves the two took 4.1-5.8 s on issue 34's trace,
+    the slower one by run, not by process (docs/performance.md)."""
+
+    def __init__(self, n: int) -> None:
+        self._lock = get_context("fork").Lock()
+        self._ends = mmap.mmap(-1, 16)  # anonymous and MAP_SHARED: both processes see the two ends
+        struct.pack_into("qq", self._ends, 0, 0, n)
+
+    def take(self, front: bool, peer_alive: Callable[[], bool]) -> int | None:
+        """The next chunk from the front (or the back), or None when none is left or the peer died (perhaps
+        holding the lock: its chunks are then the parent's, see _two_halves)."""
+        while not self._lock.acquire(timeout=LOCK_POLL_S):
+            if not peer_alive():
+                return None
+        try:
+            lo, hi = struct.unpack_from("qq", self._ends, 0)
+            if lo >= hi:
+                return None
+            struct.pack_into("qq", self._ends, 0, lo + 1 if front else lo, hi if front else hi - 1)
+            return lo if front else hi - 1
+        finally:
+            self._lock.release()
+
+
+class _Child:
+    """The forked child's process id, whether it is still running, and its reaping."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.reaped = pid, False
+
+    def alive(self) -> bool:
+        if not self.reaped and os.waitpid(self.pid, os.WNOHANG) != (0, 0):
+            self.reaped = True
+        return not self.reaped
+
+    def reap(self, kill: bool = False) -> None:
+        if not self.reaped:
+            if kill:
+                os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            self.reaped = True
+
+
+def _two_halves(events: Events, then: Callable[[], None]) -> Parts:
     bounds = events.bounds()
-    return min(bounds[1:-1] or bounds[-1:], key=lambda k: abs(events.offset(k) - (1 - CHILD_SHARE) * events.nbytes))
-
-
-def _two_halves(events: Events, mid: int, then: Callable[[], None]) -> Parts:
+    meeting = _Meeting(len(bounds) - 1)
     read, write = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(read)
-        _child(events, mid, write)
+        _child(events, bounds, meeting, write, lambda: os.getppid() == parent)
     os.close(write)
-    reaped = False
+    child = _Child(pid)
     try:
-        first, canonical = _read(events, 0, mid)
+        first, canonical, taken = Assembly(), list[tuple[int, int]](), 0
+        while (k := meeting.take(True, child.alive)) is not None:
+            _feed(first, canonical, events, bounds[k], bounds[k + 1])
+            taken = k + 1
         with os.fdopen(read, "rb") as pipe:
             read = -1
             try:
                 answer = pickle.load(pipe)
             except (EOFError, pickle.UnpicklingError):  # the child died (killed, out of memory)
                 answer = ("failed", None)
-        os.waitpid(pid, 0)
-        reaped = True
+        child.reap()
         if answer[0] == "chunk":
             raise ChunkError(answer[1])
-        later, more = answer[1] if answer[0] == "ok" else _read(events, mid, len(events))
+        if answer[0] == "ok":
+            later, more = answer[1]
+        else:  # every chunk after the parent's last is read here, whatever the child had taken
+            later, more = Assembly(), []
+            _feed(later, more, events, bounds[taken], len(events))
         first.extend(later)
         events.canonical = canonical + more
         then()
@@ -80,30 +132,35 @@ def _two_halves(events: Events, mid: int, then: Callable[[], None]) -> Parts:
     finally:
         if read >= 0:
             os.close(read)
-        if not reaped:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        child.reap(kill=True)
 
 
-def _read(events: Events, lo: int, hi: int) -> tuple[Assembly, list[tuple[int, int]]]:
-    """Events ``lo`` to ``hi - 1`` assembled, and their canonical parts (Events.read_span)."""
-    out = Assembly()
-    canonical: list[tuple[int, int]] = []
+def _feed(out: Assembly, canonical: list[tuple[int, int]], events: Events, lo: int, hi: int) -> None:
+    """Assemble events ``lo`` to ``hi - 1`` into ``out``, their canonical parts appended (Events.read_span)."""
     for first, chunk, fields in events.read_span(EventFields.read, lo, hi, canonical):
         out.feed(first, chunk, fields)
         del chunk, fields
-    return out, canonical
 
 
-def _child(events: Events, mid: int, write: int) -> None:
-    """Assemble events ``mid`` onward and send ``("ok", (Assembly, canonical))``, ``("chunk", message)`` for a
-    ChunkError, or ``("failed", None)``; then leave at once (no atexit handlers, no flush of the parent's buffers)."""
+def _child(events: Events, bounds: list[int], meeting: _Meeting, write: int, parent_alive: Callable[[], bool]) -> None:
+    """Assemble chunks taken from the back, each on its own, then join them in order (Assembly.extend) and send
+    ``("ok", (Assembly, canonical))``, ``("chunk", message)`` for a ChunkError, or ``("failed", None)``; then leave
+    at once (no atexit handlers, no flush of the parent's buffers)."""
     try:
         try:
-            answer: tuple[str, Any] = ("ok", _read(events, mid, len(events)))
+            taken: list[tuple[int, Assembly, list[tuple[int, int]]]] = []
+            while (k := meeting.take(False, parent_alive)) is not None:
+                one, canonical = Assembly(), list[tuple[int, int]]()
+                _feed(one, canonical, events, bounds[k], bounds[k + 1])
+                taken.append((k, one, canonical))
+            joined, canonical = Assembly(), []
+            for _, one, more in sorted(taken, key=lambda t: t[0]):
+                joined.extend(one)
+                canonical += more
+            answer: tuple[str, Any] = ("ok", (joined, canonical))
         except ChunkError as exc:
             answer = ("chunk", str(exc))
-        except BaseException:  # noqa: BLE001 - the parent reads this half again and reports what it finds
+        except BaseException:  # noqa: BLE001 - the parent reads these chunks again and reports what it finds
             answer = ("failed", None)
         data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
         del answer
