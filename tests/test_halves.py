@@ -137,9 +137,9 @@ def test_load_and_write_split_a_large_plain_file_into_the_same_document(tmp_path
     writes: list[int] = []
     in_two = emit_halves._in_two
 
-    def spy(units: Any, make: Any, mid: int) -> Any:
-        writes.append(mid)
-        return in_two(units, make, mid)
+    def spy(units: Any, make: Any) -> Any:
+        writes.append(len(units))
+        return in_two(units, make)
 
     monkeypatch.setattr(emit_halves, "_in_two", spy)
     split = load(path)
@@ -234,6 +234,20 @@ def test_a_failing_child_writer_leaves_its_units_to_the_parent(monkeypatch: pyte
 
     parts = [b"1", b"", b"2", b"3", b"4"]
     assert b"".join(emit_halves.joined(parts, make, [1] * 5)) == b"1,2,3,4" and _no_child_left()
+
+
+def test_a_child_writer_that_dies_after_taking_units_leaves_them_to_the_parent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _forced(monkeypatch)
+
+    def dies(units: Any, make: Any, spool: Any, meeting: Any, parent_alive: Any) -> None:
+        meeting.take(False, parent_alive)  # two units from the back, never written
+        meeting.take(False, parent_alive)
+        os._exit(3)
+
+    monkeypatch.setattr(emit_halves, "_child", dies)
+    parts = [b"1", b"", b"2", b"3", b"4", b"5"]
+    assert b"".join(emit_halves.joined(parts, bytes, [1] * 6)) == b"1,2,3,4,5" and _no_child_left()
 
 
 def test_an_error_or_an_early_stop_kills_and_reaps_the_child(monkeypatch: pytest.MonkeyPatch) -> None:

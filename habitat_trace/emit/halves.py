@@ -1,17 +1,18 @@
-"""A large trace's written events made by two processes: the later half's JSON by a forked child, at once.
+"""A large trace's written events made by two processes: a forked child makes some of their JSON at the same time.
 
 Contract: ``joined(units, make, sizes)`` yields, in pieces, ``b",".join(p for p in map(make, units) if p)``: the
 events' JSON of each unit (emit.writer: a chunk of events, spliced or dumped), commas between. Where the units hold
 at least forking.SPLIT_BYTES of input and a second CPU is free (forking.second_cpu_free), a child (``os.fork``: it
-shares the replayed tables, copy-on-write) makes the units after the middle into a temporary file while this process
-makes the first ones; the file's bytes follow them. The pieces' cut differs, their bytes do not, and a .gz output
-is deflated from them in GZIP_BLOCK blocks however they are cut (writer.gzip_stream). If the child fails, this
-process makes its units itself, so an error is the one-process write's.
+shares the replayed tables, copy-on-write) makes units taken from the back into a temporary file while this process
+makes and yields those from the front, until they meet (forking.Meeting); the child's follow, read back by the
+file's index. The pieces' cut differs, their bytes do not, and a .gz output is deflated from them in GZIP_BLOCK
+blocks however they are cut (writer.gzip_stream). If the child fails, this process makes every unit after its own
+last, so an error is the one-process write's.
 """
 from __future__ import annotations
 
 import os
-import signal
+import struct
 import tempfile
 from typing import IO, Callable, Generator, Sequence, TypeVar
 
@@ -20,13 +21,12 @@ from habitat_trace import forking
 U = TypeVar("U")
 Piece = bytes | memoryview
 Pieces = Generator[Piece, None, None]
-SPOOL_BLOCK = 1 << 23  # the child's bytes are read back 8 MiB at a time (the output is streamed, never whole)
 
 
 def joined(units: Sequence[U], make: Callable[[U], Piece], sizes: Sequence[int]) -> Pieces:
     """The non-empty ``make(unit)`` of ``units`` in order, commas between; ``sizes``: each unit's input bytes."""
     if len(units) >= 2 and sum(sizes) >= forking.SPLIT_BYTES and forking.second_cpu_free():
-        return _in_two(units, make, _middle(sizes))
+        return _in_two(units, make)
     return _commas(units, make, b"")
 
 
@@ -40,50 +40,59 @@ def _commas(units: Sequence[U], make: Callable[[U], Piece], sep: bytes) -> Piece
             sep = b","
 
 
-def _middle(sizes: Sequence[int]) -> int:
-    """The unit the child starts at: the first past half the input bytes (never the first unit)."""
-    half, seen = sum(sizes) / 2, 0
-    for k, size in enumerate(sizes):
-        if seen >= half:
-            return max(k, 1)
-        seen += size
-    return len(sizes) - 1
-
-
-def _in_two(units: Sequence[U], make: Callable[[U], Piece], mid: int) -> Pieces:
+def _in_two(units: Sequence[U], make: Callable[[U], Piece]) -> Pieces:
+    meeting = forking.Meeting(len(units))
     with tempfile.TemporaryFile() as spool:
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            _child(units[mid:], make, spool)
-        reaped = False
+            _child(units, make, spool, meeting, lambda: os.getppid() == parent)
+        child = forking.Child(pid)
         try:
-            sep = b""
-            for piece in _commas(units[:mid], make, b""):
-                sep = b","  # something was written: the child's bytes follow a comma
-                yield piece
-            _, status = os.waitpid(pid, 0)
-            reaped = True
-            if os.waitstatus_to_exitcode(status) != 0:  # failed or killed: its units made here, its error raised here
-                yield from _commas(units[mid:], make, sep)
+            sep, taken = b"", 0
+            while (k := meeting.take(True, child.alive)) is not None:
+                part = make(units[k])
+                taken = k + 1
+                if part:
+                    yield sep
+                    yield part
+                    sep = b","
+            child.reap()
+            if child.status != 0:  # failed or killed: every unit after ours made here, its error raised here
+                yield from _commas(units[taken:], make, sep)
                 return
-            if spool.seek(0, os.SEEK_END):
-                spool.seek(0)
-                yield sep
-                while block := spool.read(SPOOL_BLOCK):
-                    yield block
-        finally:
-            if not reaped:  # an error here or in the consumer, an interrupt: the child's work is not wanted
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+            for offset, size in _index(spool):
+                if size:
+                    spool.seek(offset)
+                    yield sep
+                    yield spool.read(size)
+                    sep = b","
+        finally:  # an error here or in the consumer, an interrupt: the child's work is not wanted
+            child.reap(kill=True)
 
 
-def _child(units: Sequence[U], make: Callable[[U], Piece], spool: IO[bytes]) -> None:
-    """Write the units' joined JSON to ``spool``; leave with 0 when it is all there, 1 on any error (the parent makes
-    them again and reports it), at once (no atexit handlers, no flush of the parent's buffers)."""
+def _index(spool: IO[bytes]) -> list[tuple[int, int]]:
+    """(offset, size) in ``spool`` of each unit the child made, in the units' order: its trailer (_child)."""
+    spool.seek(-8, os.SEEK_END)
+    (count,) = struct.unpack("<q", spool.read(8))
+    spool.seek(-8 - 24 * count, os.SEEK_END)
+    rows = sorted(struct.iter_unpack("<qqq", spool.read(24 * count)))
+    return [(offset, size) for _, offset, size in rows]
+
+
+def _child(units: Sequence[U], make: Callable[[U], Piece], spool: IO[bytes], meeting: forking.Meeting,
+           parent_alive: Callable[[], bool]) -> None:
+    """Make the units taken from the back into ``spool`` as they come, then a trailer: (unit, offset, size) of each
+    and their count; leave with 0 when it is all there, 1 on any error (the parent makes them again and reports it),
+    at once (no atexit handlers, no flush of the parent's buffers)."""
     code = 1
     try:
-        for piece in _commas(units, make, b""):
-            spool.write(piece)
+        rows: list[tuple[int, int, int]] = []
+        while (k := meeting.take(False, parent_alive)) is not None:
+            part = make(units[k])
+            rows.append((k, spool.tell(), len(part)))
+            spool.write(part)
+        spool.write(b"".join(struct.pack("<qqq", *row) for row in rows) + struct.pack("<q", len(rows)))
         spool.flush()
         code = 0
     except BaseException:  # noqa: BLE001, S110 - the parent makes these units again and reports what it finds

@@ -4,19 +4,15 @@ Contract: ``assemble_events(events)`` gives what ``assemble(event_reads(events, 
 tables, violations and ``Events.canonical``), from two processes where that can help: a plain file's events of at
 least forking.SPLIT_BYTES, read for the first time, where a second CPU is free (forking.second_cpu_free). The child
 (``os.fork``: it shares the document's bytes, copy-on-write) takes the events' chunks from the back and the parent from
-the front, one at a time, until they meet (``_Meeting``); the child joins its chunks in order and sends the
+the front, one at a time, until they meet (``forking.Meeting``); the child joins its chunks in order and sends the
 ``Assembly`` through a pipe, which the parent appends to its own (assemble.Assembly.extend). Anything else is read in
 this process alone. If the child fails, the parent reads every chunk after its own last, so a bad event is reported
 as a one-process read reports it.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import pickle
-import signal
-import struct
-from multiprocessing import get_context
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from habitat_trace import forking
@@ -24,8 +20,6 @@ from habitat_trace.ingest.assemble import Assembly, Parts, assemble
 from habitat_trace.ingest.events import ChunkError, Events, event_reads
 from habitat_trace.ingest.fields import EventFields
 
-# How long a process waits for the chunks' lock before it checks that the other one is still running
-LOCK_POLL_S = 0.5
 T = TypeVar("T")
 
 
@@ -49,55 +43,9 @@ def splittable(events: Sequence[Any]) -> bool:
             and events.nbytes >= forking.SPLIT_BYTES and forking.second_cpu_free())
 
 
-class _Meeting:
-    """The chunks 0 .. n - 1 of the events shared out between two processes: the parent takes them from the front,
-    the child from the back, one at a time under a lock (shared across the fork), until they meet. Neither waits
-    for the other at the end, whichever runs slower: with fixed halves the two took 4.1-5.8 s on issue 34's trace,
-    the slower one by run, not by process (docs/performance.md)."""
-
-    def __init__(self, n: int) -> None:
-        self._lock = get_context("fork").Lock()
-        self._ends = mmap.mmap(-1, 16)  # anonymous and MAP_SHARED: both processes see the two ends
-        struct.pack_into("qq", self._ends, 0, 0, n)
-
-    def take(self, front: bool, peer_alive: Callable[[], bool]) -> int | None:
-        """The next chunk from the front (or the back), or None when none is left or the peer died (perhaps
-        holding the lock: its chunks are then the parent's, see _two_halves)."""
-        while not self._lock.acquire(timeout=LOCK_POLL_S):
-            if not peer_alive():
-                return None
-        try:
-            lo, hi = struct.unpack_from("qq", self._ends, 0)
-            if lo >= hi:
-                return None
-            struct.pack_into("qq", self._ends, 0, lo + 1 if front else lo, hi if front else hi - 1)
-            return lo if front else hi - 1
-        finally:
-            self._lock.release()
-
-
-class _Child:
-    """The forked child's process id, whether it is still running, and its reaping."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid, self.reaped = pid, False
-
-    def alive(self) -> bool:
-        if not self.reaped and os.waitpid(self.pid, os.WNOHANG) != (0, 0):
-            self.reaped = True
-        return not self.reaped
-
-    def reap(self, kill: bool = False) -> None:
-        if not self.reaped:
-            if kill:
-                os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-            self.reaped = True
-
-
 def _two_halves(events: Events, then: Callable[[], None]) -> Parts:
     bounds = events.bounds()
-    meeting = _Meeting(len(bounds) - 1)
+    meeting = forking.Meeting(len(bounds) - 1)
     read, write = os.pipe()
     parent = os.getpid()
     pid = os.fork()
@@ -105,7 +53,7 @@ def _two_halves(events: Events, then: Callable[[], None]) -> Parts:
         os.close(read)
         _child(events, bounds, meeting, write, lambda: os.getppid() == parent)
     os.close(write)
-    child = _Child(pid)
+    child = forking.Child(pid)
     try:
         first, canonical, taken = Assembly(), list[tuple[int, int]](), 0
         while (k := meeting.take(True, child.alive)) is not None:
@@ -142,7 +90,8 @@ def _feed(out: Assembly, canonical: list[tuple[int, int]], events: Events, lo: i
         del chunk, fields
 
 
-def _child(events: Events, bounds: list[int], meeting: _Meeting, write: int, parent_alive: Callable[[], bool]) -> None:
+def _child(events: Events, bounds: list[int], meeting: forking.Meeting, write: int,
+           parent_alive: Callable[[], bool]) -> None:
     """Assemble chunks taken from the back, each on its own, then join them in order (Assembly.extend) and send
     ``("ok", (Assembly, canonical))``, ``("chunk", message)`` for a ChunkError, or ``("failed", None)``; then leave
     at once (no atexit handlers, no flush of the parent's buffers)."""
