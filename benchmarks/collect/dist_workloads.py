@@ -666,6 +666,41 @@ def ernie(dev: torch.device, tiny: bool) -> Workload:
     return _hf(dev, tiny, cfg, tr.ErnieForMaskedLM, ErnieLayer, (16, 256), None)
 
 
+def regnet_x(dev: torch.device, tiny: bool) -> Workload:
+    """torchvision RegNetX-3.2GF (15M, grouped convolutions without squeeze-excitation, 25 residual blocks), batch 32,
+    fp32 (TF32 off), SGD with momentum; every residual block is a unit."""
+    tvm = _torchvision_models()
+    from torchvision.models.regnet import ResBottleneckBlock
+
+    return _vision(dev, tiny, tvm.regnet_x_3_2gf(weights=None), 32, None,
+                   _sgd(0.1), lambda m: isinstance(m, ResBottleneckBlock))
+
+
+def phi3(dev: torch.device, tiny: bool) -> Workload:
+    """HF Phi-3 decoder at d 1024 (8 layers, 16 heads, fused QKV and gate-up projections, RMSNorm, SwiGLU 2816, vocab
+    32064), batch 4 x 1024, bf16 autocast, AdamW; Phi3DecoderLayer is the unit."""
+    tr = _transformers()
+    from transformers.models.phi3.modeling_phi3 import Phi3DecoderLayer
+
+    size = dict(TINY_HF, num_attention_heads=4, num_key_value_heads=4) if tiny else dict(
+        hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=16,
+        vocab_size=32064, max_position_embeddings=1024)
+    cfg = tr.Phi3Config(**size, pad_token_id=0, attn_implementation="sdpa")
+    return _hf(dev, tiny, cfg, tr.Phi3ForCausalLM, Phi3DecoderLayer, (4, 1024), torch.bfloat16)
+
+
+def mobilebert(dev: torch.device, tiny: bool) -> Workload:
+    """HF MobileBERT masked LM (25M: 24 thin layers of bottlenecks and four stacked FFNs each, d 512, vocab 30522),
+    batch 32 x 128, bf16 autocast, AdamW: many small kernels; MobileBertLayer is the unit."""
+    tr = _transformers()
+    from transformers.models.mobilebert.modeling_mobilebert import MobileBertLayer
+
+    size = dict(TINY_HF, num_attention_heads=2, embedding_size=32, intra_bottleneck_size=32,
+                true_hidden_size=32) if tiny else dict(vocab_size=30522)
+    cfg = tr.MobileBertConfig(**size)
+    return _hf(dev, tiny, cfg, tr.MobileBertForMaskedLM, MobileBertLayer, (32, 128), torch.bfloat16)
+
+
 WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "gpt2_b8_s1024_amp": gpt2, "llama_d1024_l8_b4_s1024_amp": llama, "bert_b32_s128_fp32": bert,
     "resnet50_b64_fp32": resnet50, "mlp_h4096_b64_fp32": mlp, "resnet50_b32_cl_amp": resnet50_amp,
@@ -699,6 +734,8 @@ WORKLOADS: dict[str, Callable[[torch.device, bool], Workload]] = {
     "olmo_d1024_l8_b4_s1024_amp": olmo, "gptj_d1024_l8_b4_s512_fp32": gptj, "mobilenet_v2_b128_fp32": mobilenet_v2,
     # held out of every choice (added 2026-11-28 03:45 UTC, before the session that scores them; no N-GPU change since)
     "resnet18_b256_amp": resnet18, "starcoder2_d1024_l8_b4_s1024_amp": starcoder2, "ernie_b16_s256_fp32": ernie,
+    # held out of every choice (added 2026-11-28 04:30 UTC, before the session that scores them; no N-GPU change since)
+    "regnet_x32_b32_fp32": regnet_x, "phi3_d1024_l8_b4_s1024_amp": phi3, "mobilebert_b32_s128_amp": mobilebert,
 }
 
 

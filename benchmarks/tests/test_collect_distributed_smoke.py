@@ -48,7 +48,8 @@ NEEDS = {"gpt2_b8_s1024_amp": "transformers", "llama_d1024_l8_b4_s1024_amp": "tr
          "mnasnet_b64_amp": "torchvision", "olmo_d1024_l8_b4_s1024_amp": "transformers",
          "gptj_d1024_l8_b4_s512_fp32": "transformers", "mobilenet_v2_b128_fp32": "torchvision",
          "resnet18_b256_amp": "torchvision", "starcoder2_d1024_l8_b4_s1024_amp": "transformers",
-         "ernie_b16_s256_fp32": "transformers"}
+         "ernie_b16_s256_fp32": "transformers", "regnet_x32_b32_fp32": "torchvision",
+         "phi3_d1024_l8_b4_s1024_amp": "transformers", "mobilebert_b32_s128_amp": "transformers"}
 # FSDP2 cannot shard a channels-last parameter (fully_shard: "FSDP does not support non-contiguous parameters yet")
 FSDP2_REFUSES = {"resnet50_b32_cl_amp", "resnet101_b32_cl_amp"}
 
