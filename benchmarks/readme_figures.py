@@ -346,7 +346,7 @@ SCALEOUT_RUNS = ("h100x4-20261126", "h100x2-20261126", "h100x4-fsdp1-20261126", 
                  "h100x2e-20261127", "h100x4i-20261127", "h100x4j-20261127", "h100x4k-20261127",
                  "h100x2f-20261127", "h100x4l-20261127", "h100x4m-20261127", "h100x4n-20261127",
                  "h100x4o-20261127", "h100x2g-20261128",
-                 "h100x2h-20261128", "h100x4p-20261128", "h100x2i-20261128")
+                 "h100x2h-20261128", "h100x4p-20261128", "h100x2i-20261128", "h100x4q-20261128")
 
 
 def _scaleout_rows() -> list[dict[str, str]]:
@@ -356,7 +356,7 @@ def _scaleout_rows() -> list[dict[str, str]]:
 
 def _scaleout_cells() -> tuple[str, str, str, str]:
     """The N-rank step predicted from the one-GPU trace against the measured one (benchmarks/scaleout_eval.py on the
-    2026-11-26/27/28 recordings of twenty-five H100 host sessions), its range's coverage, beside the one-GPU step as the
+    2026-11-26/27/28 recordings of twenty-six H100 host sessions), its range's coverage, beside the one-GPU step as the
     prediction."""
     rows = _scaleout_rows()
     err = [100 * float(r["scaleout_err"]) for r in rows]
@@ -449,11 +449,11 @@ ACCURACY_ROWS = [
     AccuracyRow("origin invariance: one model from an H100 and from an H200 trace, difference of the predictions",
                 "RTX 3090, 4090, 5090", _invariance_cells,
                 f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)", "origin invariance"),
-    AccuracyRow("data-parallel step from a one-GPU trace (`--world-size 2/4`), DDP, FSDP2, FSDP1; 49 workloads",
-                "2x and 4x H100 SXM (NVLink), twenty-five host sessions", _scaleout_cells,
+    AccuracyRow("data-parallel step from a one-GPU trace (`--world-size 2/4`), DDP, FSDP2, FSDP1; 52 workloads",
+                "2x and 4x H100 SXM (NVLink), twenty-six host sessions", _scaleout_cells,
                 "[scale-out](docs/distributed.md#results-2x-and-4x-h100-sxm-2026-11-26)"),
     AccuracyRow("the same step from the rank traces replayed jointly (`compare DIR`)",
-                "2x and 4x H100 SXM (NVLink), twenty-five host sessions", _joint_cells,
+                "2x and 4x H100 SXM (NVLink), twenty-six host sessions", _joint_cells,
                 "[scale-out](docs/distributed.md#results-2x-and-4x-h100-sxm-2026-11-26)"),
     AccuracyRow("step GPU time from an H100, NeuSight's FP32 workloads", "V100, T4, P100, P4 (published)",
                 _neusight_cells("neusight_e2e.csv", ("V100 PCIe 32GB", "T4", "P100 PCIe 16GB", "P4"), "H100"),
