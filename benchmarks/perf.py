@@ -15,7 +15,8 @@ shared machine hits both sides of a ratio alike (best of ``--repeat``; each proc
 - world: ``compare T --to A100 --world-size 4`` against ``compare T --to A100`` (T: ``--trace``);
 - dir: ``compare DIR --to A100`` of ``--ranks`` ranks against ``compare`` of one of them (the ranks: T scaled out to
   its own GPU with ``--world-size`` N and written once per rank, distributedInfo set);
-- all: ``scale T --to all -o D/`` (52 targets) against ``scale T --to A100 -o D/``, with ``--jobs``; with
+- all: ``scale T --to all -o D/`` (52 targets) against ``scale T --to A100 -o D/``, with ``--jobs`` (left out by
+  default: scale's own choice, commands/scale.auto_jobs); with
   ``--against DIR``, the same two from DIR's code in the same rounds, and the 52 outputs compared byte for byte.
 
     python benchmarks/perf.py [--suite scale,range,world,dir,all] [--repeat 3] [--copies 70] [--gz] [--jobs 2]
@@ -189,10 +190,12 @@ def suite_all(trace: Path, jobs: int, tmp: Path, repeat: int, against: Optional[
     for side, make in sides:
         for key, to in (("one", "A100"), ("all", "all")):
             (tmp / f"{key}{side.strip()}").mkdir(exist_ok=True)
-            cmds[key + side] = make("scale", trace, "--to", to, "-o", f"{tmp / (key + side.strip())}/", "--jobs", jobs)
+            jobs_args = ("--jobs", jobs) if jobs else ()  # 0: scale's own default (commands/scale.auto_jobs)
+            cmds[key + side] = make("scale", trace, "--to", to, "-o", f"{tmp / (key + side.strip())}/", *jobs_args)
     walls: dict[str, list[float]] = {}
     best = interleaved(cmds, repeat, walls)
-    print(f"all: {trace.name}, --jobs {jobs}, {os.cpu_count()} CPUs; best of {repeat}; load average {load_average()}")
+    print(f"all: {trace.name}, --jobs {jobs or 'left out'}, {os.cpu_count()} CPUs; best of {repeat}; "
+          f"load average {load_average()}")
     for side in ("", " against") if against is not None else ("",):
         t1, ta = best["one" + side][0], best["all" + side][0]
         print(f"  {'from ' + str(against) if side else 'this checkout'}: scale --to A100 {t1:.2f} s, --to all "
@@ -213,7 +216,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--copies", type=int, default=70)
     p.add_argument("--trace", type=Path, default=SOURCE, help="the trace of the world, dir and all suites")
     p.add_argument("--ranks", type=int, default=4)
-    p.add_argument("--jobs", type=int, default=1, help="scale --jobs for the all suite")
+    p.add_argument("--jobs", type=int, default=0, help="scale --jobs for the all suite (0: scale's default)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--gz", action="store_true", help="also time a gzip output (.json.gz)")
     p.add_argument("--against", type=Path, help="scale and all suites: also time the code in this folder (an earlier "

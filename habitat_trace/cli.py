@@ -38,6 +38,9 @@ GpusPerNodeOpt = typer.Option(None, "--gpus-per-node", metavar="N",
 NodesOpt = typer.Option(None, "--nodes", metavar="N", help="what-if: nodes a collective's group spans")
 # where the ranks of a run (a directory) are predicted: N local processes, or a Dask cluster (pipeline/fanout.py)
 JobsOpt = typer.Option(1, "--jobs", "-j", metavar="N", help="processes: traces, ranks and targets in parallel")
+ScaleJobsOpt = typer.Option(None, "--jobs", "-j", metavar="N",
+                            help="processes: traces, ranks and targets in parallel (default: 2 for a trace to 32 GPUs "
+                                 "or more where two CPUs are free, else 1)")
 DaskOpt = typer.Option(None, "--dask", metavar="ADDRESS",
                        help="run the ranks on the Dask cluster at ADDRESS (pip install 'habitat-trace[dask]')")
 # a one-GPU trace as one of N data-parallel ranks (pipeline.DataParallel, docs/distributed.md "Scale-out from one GPU")
@@ -147,8 +150,8 @@ def scale(trace: Path = TraceArg, to: List[str] = ToOpt,
           interconnect: Optional[str] = InterconnectOpt, gpus_per_node: Optional[int] = GpusPerNodeOpt,
           nodes: Optional[int] = NodesOpt, cpu_speed: float = CpuSpeedOpt,
           keep_profiler_overhead: bool = KeepOverheadOpt,
-          jobs: int = JobsOpt, fmt: str = FormatOpt, world_size: int = WorldSizeOpt, strategy: str = StrategyOpt,
-          bucket_mb: float = BucketMbOpt, fsdp_wrap: str = FsdpWrapOpt,
+          jobs: Optional[int] = ScaleJobsOpt, fmt: str = FormatOpt, world_size: int = WorldSizeOpt,
+          strategy: str = StrategyOpt, bucket_mb: float = BucketMbOpt, fsdp_wrap: str = FsdpWrapOpt,
           broadcast_buffers: bool = BroadcastBuffersOpt, measured_step: Optional[str] = MeasuredStepOpt,
           dask: Optional[str] = DaskOpt) -> None:
     """Write the trace as it would run on another GPU (TRACE a directory: every trace in it; the ranks of one

@@ -5,6 +5,7 @@ import gzip
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,3 +65,57 @@ def test_a_bad_trace_is_a_row_and_a_nonzero_exit(tmp_path: Path, capsys: pytest.
     assert "1 of 2 traces failed" in capsys.readouterr().err
     rows = json.loads((out / "summary.json").read_text())["outputs"]
     assert {r["trace"] for r in rows} == {"good.json.gz", "bad.json"}
+
+
+def test_scale_without_jobs_takes_two_processes_only_for_many_targets(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    """commands/scale.auto_jobs (issue 34: scale --to all at most 3x one target on 2 CPUs): two processes for a
+    trace to AUTO_TARGETS GPUs or more where a second CPU is free, else one; and the same outputs either way."""
+    from habitat_trace import forking
+    from habitat_trace.commands import scale as cmd
+    from habitat_trace.pipeline import Options
+    from habitat_trace.pipeline.options import DataParallel
+    from habitat_trace.scale.specs import load_catalog
+
+    opts = Options(load_catalog(None))
+    many, few = opts.targets("all"), opts.targets("A100,H200")
+    assert len(many) >= cmd.AUTO_TARGETS > len(few)
+    one = [[Path("t.pt.trace.json")]]
+    monkeypatch.setattr(forking, "second_cpu_free", lambda: True)
+    monkeypatch.setattr("habitat_trace.pipeline.jobs.uncompressed_size", lambda f: 1 << 20)
+    assert cmd.auto_jobs(one, many, opts, None) == 2
+    assert cmd.auto_jobs(one, few, opts, None) == 1  # a short list does not repay the second process
+    assert cmd.auto_jobs(one, many, opts, "tcp://scheduler:8786") == 1  # --dask decides
+    assert cmd.auto_jobs([[Path("r0.json"), Path("r1.json")]], many, opts, None) == 1  # a run of ranks: fanout's
+    dp = Options(load_catalog(None), data_parallel=DataParallel(world_size=2))
+    assert cmd.auto_jobs(one, many, dp, None) == 1
+    monkeypatch.setattr(forking, "second_cpu_free", lambda: False)
+    assert cmd.auto_jobs(one, many, opts, None) == 1  # one CPU, or a thread or pool around this process
+
+
+@pytest.mark.slow
+def test_scale_to_all_writes_the_same_traces_in_two_processes_as_in_one(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from habitat_trace import forking
+    from tests.conftest import MLP_FIXTURE
+
+    from habitat_trace.commands import batch
+
+    monkeypatch.setattr(forking, "second_cpu_free", lambda: True)  # the default takes two processes here
+    pools: list[int] = []
+    in_pool = batch._in_pool
+
+    def spy(work: Any, options: Any, paths: Any, n: int, done: Any) -> Any:
+        pools.append(n)
+        return in_pool(work, options, paths, n, done)
+
+    monkeypatch.setattr(batch, "_in_pool", spy)
+    auto, one = tmp_path / "auto", tmp_path / "one"
+    auto.mkdir()
+    one.mkdir()
+    main(["-q", "scale", str(MLP_FIXTURE), "--to", "all", "-o", str(auto)])
+    main(["-q", "scale", str(MLP_FIXTURE), "--to", "all", "-o", str(one), "--jobs", "1"])
+    names = sorted(p.name for p in one.iterdir())
+    assert pools == [min(2, os.cpu_count() or 1)] or (os.cpu_count() or 1) < 2
+    assert len(names) >= 32 and names == sorted(p.name for p in auto.iterdir())
+    assert all((auto / n).read_bytes() == (one / n).read_bytes() for n in names)

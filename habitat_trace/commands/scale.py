@@ -55,15 +55,38 @@ def output_paths(files: list[Path], out: str, targets: list[GpuSpec]) -> dict[tu
     return {(f, t.name): path / output_name(f, t) for f in files for t in targets}
 
 
-def report(trace: Path, to: list[str], out: str, options: Options, jobs: int = 1,
+# ``--jobs`` left out: two processes where the work is one trace or more to at least AUTO_TARGETS GPUs each, no run
+# of several ranks, and two CPUs are free (forking.second_cpu_free), else one. Each process then has its own
+# write-behind thread: scale --to all (53 targets) of the shared ResNet-50 trace took 3.12 s in two processes against
+# 3.67 s in one, 2.49x and 2.95x one target's time (benchmarks/perf.py --suite all, 2-core machine, 2026-11-28 04:56);
+# a short list of targets does not repay the second process's start (its imports and its own read of the trace)
+AUTO_TARGETS = 32
+
+
+def auto_jobs(runs: list[list[Path]], targets: list[GpuSpec], options: Options, dask: Optional[str]) -> int:
+    """The processes ``scale`` runs in when ``--jobs`` is left out (AUTO_TARGETS): 2 where memory allows it too
+    (pipeline.jobs.plan_jobs, without its note), else 1."""
+    from habitat_trace import forking
+    from habitat_trace.pipeline.jobs import plan_jobs, uncompressed_size
+
+    if (dask or options.data_parallel.active or len(targets) < AUTO_TARGETS or any(len(run) != 1 for run in runs)
+            or not forking.second_cpu_free()):
+        return 1
+    return plan_jobs([sum(uncompressed_size(f) for f in run) for run in runs], 2, len(runs) * len(targets))[0]
+
+
+def report(trace: Path, to: list[str], out: str, options: Options, jobs: Optional[int] = 1,
            dask: Optional[str] = None) -> Report:
-    """Scale every run of ``trace`` to every target (module doc); the report of what was written."""
+    """Scale every run of ``trace`` to every target (module doc); the report of what was written. ``jobs`` None:
+    ``auto_jobs``."""
     from habitat_trace.commands import batch
     from habitat_trace.emit.writer import check_output
     from habitat_trace.pipeline.run import runs_in
 
     targets = options.targets(to)  # unknown names fail before any work
     runs = runs_in(Path(trace))
+    if jobs is None:
+        jobs = auto_jobs([list(run) for run in runs], targets, options, dask)
     files = [f for run in runs for f in run]
     if dask and (options.data_parallel.active or all(len(run) == 1 for run in runs)):
         raise UsageError(f"--dask {dask}: {trace} holds no run of several ranks, the only work scale runs on a Dask "
