@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import struct
 import tempfile
-from typing import IO, Callable, Generator, Sequence, TypeVar
+from typing import IO, Callable, Generator, Iterable, Sequence, TypeVar
 
 from habitat_trace import forking
 
@@ -26,14 +26,14 @@ Pieces = Generator[Piece, None, None]
 def joined(units: Sequence[U], make: Callable[[U], Piece], sizes: Sequence[int]) -> Pieces:
     """The non-empty ``make(unit)`` of ``units`` in order, commas between; ``sizes``: each unit's input bytes."""
     if len(units) >= 2 and sum(sizes) >= forking.SPLIT_BYTES and forking.second_cpu_free():
-        return _in_two(units, make)
-    return _commas(units, make, b"")
+        return commas(_in_two(units, make))
+    return commas(map(make, units))
 
 
-def _commas(units: Sequence[U], make: Callable[[U], Piece], sep: bytes) -> Pieces:
-    """``make(unit)`` of each unit, after ``sep`` and then a comma before each later non-empty one."""
-    for unit in units:
-        part = make(unit)
+def commas(parts: Iterable[Piece]) -> Pieces:
+    """The non-empty ``parts``, a comma between two (the JSON array's separators)."""
+    sep = b""
+    for part in parts:
         if part:
             yield sep
             yield part
@@ -41,6 +41,8 @@ def _commas(units: Sequence[U], make: Callable[[U], Piece], sep: bytes) -> Piece
 
 
 def _in_two(units: Sequence[U], make: Callable[[U], Piece]) -> Pieces:
+    """``make(unit)`` of every unit in order: the parent's from the front as it makes them, then the child's from the
+    spool (or, where the child failed, made here)."""
     meeting = forking.Meeting(len(units))
     with tempfile.TemporaryFile() as spool:
         parent = os.getpid()
@@ -49,24 +51,18 @@ def _in_two(units: Sequence[U], make: Callable[[U], Piece]) -> Pieces:
             _child(units, make, spool, meeting, lambda: os.getppid() == parent)
         child = forking.Child(pid)
         try:
-            sep, taken = b"", 0
+            taken = 0
             while (k := meeting.take(True, child.alive)) is not None:
                 part = make(units[k])
                 taken = k + 1
-                if part:
-                    yield sep
-                    yield part
-                    sep = b","
+                yield part
             child.reap()
             if child.status != 0:  # failed or killed: every unit after ours made here, its error raised here
-                yield from _commas(units[taken:], make, sep)
+                yield from map(make, units[taken:])
                 return
             for offset, size in _index(spool):
-                if size:
-                    spool.seek(offset)
-                    yield sep
-                    yield spool.read(size)
-                    sep = b","
+                spool.seek(offset)
+                yield spool.read(size)
         finally:  # an error here or in the consumer, an interrupt: the child's work is not wanted
             child.reap(kill=True)
 

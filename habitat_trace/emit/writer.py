@@ -220,7 +220,7 @@ def _event_parts(document: TargetDocument) -> Iterator[bytes | memoryview]:
     events = document.events
     spans = _spans(events)
     if spans is None:
-        return _dumped_chunks(document)
+        return halves.commas(_dumped_chunks(document))
     assert isinstance(events, Events)  # _spans' promise
     units = [(a, b, canonical) for lo, hi, canonical in spans
              for a, b in pairwise(events.bounds(WRITE_CHUNK_BYTES, lo, hi))]
@@ -229,17 +229,13 @@ def _event_parts(document: TargetDocument) -> Iterator[bytes | memoryview]:
 
 
 def _dumped_chunks(document: TargetDocument) -> Iterator[bytes | memoryview]:
-    """``_event_parts`` of a list or a kept document: each chunk's events rewritten and dumped."""
+    """The events of a list or a kept document, each chunk rewritten and dumped, without its list's brackets."""
     events, r = document.events, document.rewrite
     copy = not fresh_dicts(events)  # a large trace's chunks are parsed for this write alone
-    sep = b""
     for first, chunk in event_chunks(events, WRITE_CHUNK_BYTES):
         dumped = _dumps(apply(r, chunk, first, copy), document.source, f"events #{first}-#{first + len(chunk) - 1}")
         del chunk
-        if len(dumped) > 2:  # not an empty chunk's []
-            yield sep
-            yield memoryview(dumped)[1:-1]  # the chunk without its list's brackets
-            sep = b","
+        yield memoryview(dumped)[1:-1]
 
 
 def _unit(document: TargetDocument, events: Events, unit: tuple[int, int, bool]) -> bytes | memoryview:
