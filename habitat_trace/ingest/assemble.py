@@ -49,9 +49,7 @@ def assemble(chunks: Iterable[tuple[int, list[Any], list[EventFields]]]) -> Part
     """Tables of the events given as ``(index of the first event, events, fields)`` chunks, in order; ``fields``: the
     EventFields of consecutive runs of the chunk's events (ingest.events.Events.read), or none (read here)."""
     whole = Assembly()
-    for first, events, parts in chunks:
-        whole.feed(first, events, parts)
-        del events, parts  # before the next chunk is parsed
+    whole.feed_all(chunks)
     return whole.parts()
 
 
@@ -79,6 +77,12 @@ class Assembly:
         self.dur.append(d)
         calls = chunk.rows((S.CAT_RUNTIME,))[:max(AMD_SNIFF_CALLS - len(self.sniffed), 0)].tolist()
         self.sniffed += [str(events[i].get("name", "")) for i in calls]
+
+    def feed_all(self, chunks: Iterable[tuple[int, list[Any], list[EventFields]]]) -> None:
+        """``feed`` each chunk, in order, none kept alive while the next is parsed."""
+        for first, events, parts in chunks:
+            self.feed(first, events, parts)
+            del events, parts
 
     def extend(self, later: "Assembly") -> None:
         """Append ``later``'s chunks (those right after this one's last)."""

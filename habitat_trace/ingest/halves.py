@@ -85,9 +85,7 @@ def _two_halves(events: Events, then: Callable[[], None]) -> Parts:
 
 def _feed(out: Assembly, canonical: list[tuple[int, int]], events: Events, lo: int, hi: int) -> None:
     """Assemble events ``lo`` to ``hi - 1`` into ``out``, their canonical parts appended (Events.read_span)."""
-    for first, chunk, fields in events.read_span(EventFields.read, lo, hi, canonical):
-        out.feed(first, chunk, fields)
-        del chunk, fields
+    out.feed_all(events.read_span(EventFields.read, lo, hi, canonical))
 
 
 def _child(events: Events, bounds: list[int], meeting: forking.Meeting, write: int,
