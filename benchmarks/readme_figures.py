@@ -366,6 +366,17 @@ def _scaleout_cells() -> tuple[str, str, str, str]:
             f"{_mean_abs([100 * float(r['no_change_err']) for r in rows]):.1f}% (one-GPU step)")
 
 
+def _crosshost_cells() -> tuple[str, str, str, str]:
+    """The same N-rank steps predicted from one-GPU traces recorded on another H100 host on 2026-12-06
+    (benchmarks/scaleout_crosshost.py), beside that host's one-GPU step as the prediction."""
+    rows = list(csv.DictReader((RESULTS / "scaleout" / "crosshost-20261206.csv").open()))
+    err = [100 * float(r["scaleout_err"]) for r in rows]
+    inside = sum(r["in_range"] == "True" for r in rows)
+    return (f"{len(rows)} (workload, strategy, ranks), {100 * inside / len(rows):.0f}% inside its range",
+            f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%",
+            f"{_mean_abs([100 * float(r['no_change_new_err']) for r in rows]):.1f}% (that one-GPU step)")
+
+
 def _joint_cells() -> tuple[str, str, str, str]:
     """The joint replay of the measured rank traces (compare DIR's origin row) against the same measurements."""
     rows = [r for r in _scaleout_rows() if r.get("joint_err")]
@@ -452,6 +463,9 @@ ACCURACY_ROWS = [
     AccuracyRow("data-parallel step from a one-GPU trace (`--world-size 2/4`), DDP, FSDP2, FSDP1; 52 workloads",
                 "2x and 4x H100 SXM (NVLink), twenty-six host sessions", _scaleout_cells,
                 "[scale-out](docs/distributed.md#results-2x-and-4x-h100-sxm-2026-11-26)"),
+    AccuracyRow("the same steps from one-GPU traces recorded on another H100 host, 2026-12-06 (a user's trace, "
+                "rented GPUs)", "2x and 4x H100 SXM (NVLink), the twenty-six sessions' measured steps",
+                _crosshost_cells, "[scale-out](docs/distributed.md#one-gpu-traces-from-another-host-2026-12-06)"),
     AccuracyRow("the same step from the rank traces replayed jointly (`compare DIR`)",
                 "2x and 4x H100 SXM (NVLink), twenty-six host sessions", _joint_cells,
                 "[scale-out](docs/distributed.md#results-2x-and-4x-h100-sxm-2026-11-26)"),

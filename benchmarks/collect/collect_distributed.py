@@ -384,7 +384,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.deadline = time.time() + args.budget_s
     if args.dry_run:
         args.iters = min(args.iters, 3)
-    elif torch.cuda.device_count() < max(args.worlds):
+    elif set(args.modes) - {"single"} and torch.cuda.device_count() < max(args.worlds):  # 'single' alone: 1 GPU
         sys.exit(f"error: {max(args.worlds)} GPUs needed, {torch.cuda.device_count()} visible; use --dry-run on a CPU")
     return args
 

@@ -148,6 +148,19 @@ def test_unknown_mode_or_workload_is_refused(tmp_path: Path) -> None:
         assert proc.returncode != 0 and message in proc.stderr
 
 
+def test_the_one_gpu_mode_alone_needs_one_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--modes single`` runs on a one-GPU machine (the one-GPU traces of docs/distributed.md's cross-host check,
+    2026-12-06); any N-rank mode still asks for N GPUs."""
+    spec = importlib.util.spec_from_file_location("collect_distributed", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    monkeypatch.setattr(mod.torch.cuda, "device_count", lambda: 1)
+    assert mod.parse(["--out", str(tmp_path), "--modes", "single", "--worlds", "4"]).modes == ["single"]
+    with pytest.raises(SystemExit, match="4 GPUs needed, 1 visible"):
+        mod.parse(["--out", str(tmp_path), "--modes", "single,ddp", "--worlds", "4"])
+
+
 def test_the_evaluation_table(tmp_path: Path) -> None:
     """scaleout_eval.py on a folder laid out as the collector writes it: the MLP fixture as the one-GPU trace and the
     public A100 DDP step (rank 0, twice) as the 2-rank traces; plumbing, not accuracy. A workload whose one-GPU
