@@ -460,11 +460,12 @@ ACCURACY_ROWS = [
     AccuracyRow("origin invariance: one model from an H100 and from an H200 trace, difference of the predictions",
                 "RTX 3090, 4090, 5090", _invariance_cells,
                 f"[timm]({ACC}#mixed-precision-across-generations-timms-published-tables)", "origin invariance"),
-    AccuracyRow("data-parallel step from a one-GPU trace (`--world-size 2/4`), DDP, FSDP2, FSDP1; 52 workloads",
+    AccuracyRow("data-parallel step from a one-GPU trace (`--world-size 2/4`), DDP, FSDP2, FSDP1; 52 workloads; each "
+                "session's own trace, scored by the model of 2026-11-28 (the traces are not kept)",
                 "2x and 4x H100 SXM (NVLink), twenty-six host sessions", _scaleout_cells,
                 "[scale-out](docs/distributed.md#results-2x-and-4x-h100-sxm-2026-11-26)"),
     AccuracyRow("the same steps from one-GPU traces recorded on another H100 host, 2026-12-06 (a user's trace, "
-                "rented GPUs)", "2x and 4x H100 SXM (NVLink), the twenty-six sessions' measured steps",
+                "rented GPUs), today's model", "2x and 4x H100 SXM (NVLink), the twenty-six sessions' measured steps",
                 _crosshost_cells, "[scale-out](docs/distributed.md#one-gpu-traces-from-another-host-2026-12-06)"),
     AccuracyRow("the same step from the rank traces replayed jointly (`compare DIR`)",
                 "2x and 4x H100 SXM (NVLink), twenty-six host sessions", _joint_cells,

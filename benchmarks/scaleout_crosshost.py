@@ -63,8 +63,8 @@ def markdown(df: pd.DataFrame, singles: Path) -> str:
              f"against the measured N-rank steps of the {df['run'].nunique()} tables of twenty-six H100 host sessions "
              "(2026-11-26..28; h100x4-fsdp1 is a second collection on h100x4's host). Error: predicted / measured "
              "- 1.\n",
-             "| | rows | scale-out from the new trace | given the session's one-GPU step | the session's own trace "
-             "| no change (session's one GPU) | no change (new one GPU) |", "|---|---:|---:|---:|---:|---:|---:|"]
+             "| | rows | scale-out from the new trace | given the session's one-GPU step | the session's own trace (its "
+             "table: the model of its day) | no change (session's one GPU) | no change (new one GPU) |", "|---|---:|---:|---:|---:|---:|---:|"]
 
     def row(name: str, q: pd.DataFrame) -> str:
         return (f"| {name} | {len(q)} | {pct(q['scaleout_err'])} | {pct(q['anchored_err'])} | "

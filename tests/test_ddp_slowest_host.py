@@ -1,4 +1,4 @@
-"""DDP's slowest host (issue 31, scale/dp_host.ddp_host_slowdown): the expected maximum of N standard normals against
+"""The slowest host (issue 31, scale/dp_host.host_slowdown; DDP since 2026-11-27, FSDP since 2026-12-06): the expected maximum of N standard normals against
 its closed forms, and the slowdown's laws: 1 for one rank, never smaller for more ranks, and only where the host
 sets the step."""
 from __future__ import annotations
@@ -23,19 +23,20 @@ def test_the_expected_maximum_meets_its_closed_forms(n: int, closed: float) -> N
 
 @given(st.integers(1, 600))
 def test_more_ranks_never_run_the_host_faster(n: int) -> None:
-    assert dp_host.ddp_host_slowdown(1) == 1.0
-    assert 1.0 <= dp_host.ddp_host_slowdown(n) <= dp_host.ddp_host_slowdown(n + 1)
+    assert dp_host.host_slowdown(1) == 1.0
+    assert 1.0 <= dp_host.host_slowdown(n) <= dp_host.host_slowdown(n + 1)
 
 
-def test_a_launch_bound_ddp_step_follows_the_slowest_host_and_fsdp_does_not_take_it(monkeypatch) -> None:
-    """The launch-bound MLP fixture: DDP at 8 ranks against the same plan on a host that slow by --cpu-speed."""
+def test_a_launch_bound_step_follows_the_slowest_host_with_ddp_and_fsdp(monkeypatch) -> None:
+    """The launch-bound MLP fixture: DDP at 8 ranks against the same plan on a host that slow by --cpu-speed; without
+    the spread of the hosts' pace (HOST_CV 0) both strategies' steps are shorter."""
     trace = load(MLP_FIXTURE)
 
     def it(strategy: str, cpu_speed: float = 1.0, world: int = 8) -> float:
         opts = pipeline.Options.of(world_size=world, strategy=strategy, cpu_speed=cpu_speed)
         return pipeline.Run([trace], opts).baseline().ranks[0].headline.iteration_ms
 
-    s = dp_host.ddp_host_slowdown(8)
+    s = dp_host.host_slowdown(8)
     assert it("ddp") > it("ddp", world=1)
     assert it("ddp", cpu_speed=s) == pytest.approx(it("ddp", cpu_speed=1.0) / s, rel=0.03)  # host-bound: ~1/speed
     split = pipeline.Run([trace], pipeline.Options.of(world_size=8, strategy="ddp")).scale_out_split(None)
@@ -43,5 +44,5 @@ def test_a_launch_bound_ddp_step_follows_the_slowest_host_and_fsdp_does_not_take
     assert sum(split[k] for k in ("one_gpu_ms", "communication_ms", "host_work_ms", "interference_ms")) == \
         pytest.approx(split["iteration_ms"])
     ddp, fsdp = it("ddp"), it("fsdp")
-    monkeypatch.setattr(dp_host, "DDP_HOST_CV", 0.0)
-    assert it("ddp") < ddp and it("fsdp") == fsdp
+    monkeypatch.setattr(dp_host, "HOST_CV", 0.0)
+    assert it("ddp") < ddp and it("fsdp") < fsdp

@@ -311,7 +311,7 @@ def test_a_collective_spins_only_for_the_lag_its_queue_does_not_hide(world: int)
     c e_N t less the time it waited in its queue, never below 0; the copies never hold SMs. The MLP fixture is
     launch-bound (its collectives start as they are issued), so its later collectives spin; a GPU far behind its host
     (the same step on a GPU 100x slower) queues them all past any lag, so none spins."""
-    from habitat_trace.scale.dp_host import DDP_HOST_CV, expected_max_normal
+    from habitat_trace.scale.dp_host import HOST_CV, expected_max_normal
 
     tables, pred, clock = _base()
     fast = SO.scale_out(tables, pred, D.ScaleOut(world, "ddp"), clock)
@@ -322,7 +322,7 @@ def test_a_collective_spins_only_for_the_lag_its_queue_does_not_hide(world: int)
     steps = fast.synthesized.tables.steps[S.TS].to_numpy()
     launch = SO.cpu_map(fast.clock(k["launch_ns"].to_numpy()), fast.timeline.breaks)
     t = launch - SO.cpu_map(fast.clock(steps[k["step"].to_numpy()]), fast.timeline.breaks)
-    assert (spin <= np.ceil(DDP_HOST_CV * expected_max_normal(world) * np.maximum(t, 0)) + 1).all()
+    assert (spin <= np.ceil(HOST_CV * expected_max_normal(world) * np.maximum(t, 0)) + 1).all()
     slow_gpu = replace(pred, dur_ns=pred.dur_ns * 100)
     behind = SO.scale_out(tables, slow_gpu, D.ScaleOut(world, "ddp"), clock)
     assert (SO.spin_ns(behind.synthesized, behind.timeline, behind.clock) == 0).all()

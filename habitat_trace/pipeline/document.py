@@ -24,7 +24,7 @@ from habitat_trace.ingest.trace import Tables
 from habitat_trace.pipeline.host import host_record
 from habitat_trace.pipeline.run import RankReplay
 from habitat_trace.scale import facts
-from habitat_trace.scale.dp_host import ddp_host_slowdown
+from habitat_trace.scale.dp_host import host_slowdown
 from habitat_trace.scale.gpu import GpuSpec, spec_fields
 from habitat_trace.scale.prediction import IDENTITY, Prediction
 from habitat_trace.timeline.replay import Timeline
@@ -124,9 +124,9 @@ def scale_out_record(rr: RankReplay) -> dict[str, Any]:
     if topo is not None:
         out.update(nodes=topo.nodes, link=topo.link, intra_gbs=topo.intra_gbs)
     out["no_straggler"] = True  # every rank runs this step: no rank's GPU waits for another's
-    # DDP: the host runs at the slowest of N hosts' pace (scale/dp_host.ddp_host_slowdown); host.cpu_speed stays the
-    # host the user gave
-    out["host_slowdown"] = ddp_host_slowdown(so.world_size) if so.strategy == "ddp" else 1.0
+    # every strategy: the host runs at the slowest of N hosts' pace (scale/dp_host.host_slowdown); host.cpu_speed
+    # stays the host the user gave
+    out["host_slowdown"] = host_slowdown(so.world_size)
     return out
 
 

@@ -23,7 +23,7 @@ from habitat_trace.ingest import classify as K
 from habitat_trace.ingest import schema as S
 from habitat_trace.scale import collective as C
 from habitat_trace.scale import dataparallel as D
-from habitat_trace.scale.dp_host import DDP_HOST_CV, HOST_UNIT_NS, ddp_host_slowdown, expected_max_normal
+from habitat_trace.scale.dp_host import HOST_CV, HOST_UNIT_NS, expected_max_normal, host_slowdown
 from habitat_trace.scale.params import COLUMNS, Params, recover
 from habitat_trace.scale.prediction import (COLLECTIVE_SYNTHESIZED, COPY_SYNTHESIZED, KernelFacts, Prediction)
 from habitat_trace.timeline.commstream import add_events
@@ -109,14 +109,13 @@ def scale_out(tables: Any, prediction: Prediction, so: D.ScaleOut, clock: Option
     every compute kernel from the step's first collective on is slowed as if one overlapped it throughout: a rank
     that waits for a later one holds its collective's SMs for the wait, which a run of one rank cannot show.
     ``host_work`` False: the added kernels cost the host nothing and a DDP rank's host is one GPU's (explain's split of
-    the step); True: a DDP rank's host runs at the slowest of N hosts' pace (dp_host.ddp_host_slowdown). ``prepared``:
+    the step); True: a rank's host runs at the slowest of N hosts' pace (dp_host.host_slowdown). ``prepared``:
     what does not depend on the clock (``prepare``), shared by the replays of one scale-out on several clocks."""
     prep = prepared or prepare(tables, prediction, so, params)
     syn = prep.synthesized
     clock = clock or CpuClock.identity()
     if so.world_size > 1 and host_work:
-        if so.strategy == D.DDP:
-            clock = replace(clock, speed=clock.speed / ddp_host_slowdown(so.world_size))
+        clock = replace(clock, speed=clock.speed / host_slowdown(so.world_size))
         clock = clock.delayed(*host_delays(syn, clock, unit_ns))
     joint = replay_ranks([syn.tables], [syn.prediction], [clock])
     if prep.channels > 0:
@@ -226,7 +225,7 @@ def contend(syn: Synthesized, timeline: Timeline, slowdown: np.ndarray, worst: b
 def spin_ns(syn: Synthesized, timeline: Timeline, clock: Optional[CpuClock] = None) -> np.ndarray:
     """Per added kernel (plan order): how long a collective is expected to hold its SMs beyond its own transfer,
     waiting for the slowest peer (0 for the copies). Each rank's host runs its step at a pace that varies with
-    coefficient of variation c (dp_host.DDP_HOST_CV, measured on the solo runs), so t into the step the slowest of N
+    coefficient of variation c (dp_host.HOST_CV, measured on the solo runs), so t into the step the slowest of N
     hosts lags this one by c e_N t (e_N: dp_host.expected_max_normal). A collective launched t into the step that
     waited q in its stream's queue before it started (the GPU was behind the host) starts as late on a peer lagging
     less than q: it spins only for max(0, c e_N t - q). A GPU-bound step's collectives, queued behind the compute,
@@ -239,7 +238,7 @@ def spin_ns(syn: Synthesized, timeline: Timeline, clock: Optional[CpuClock] = No
     steps = syn.tables.steps[S.TS].to_numpy(dtype=np.int64)
     step = np.clip(k["step"].to_numpy(dtype=np.int64), 0, max(len(steps) - 1, 0))
     start = cpu_map(clock(steps[step]), timeline.breaks) if len(steps) else launch
-    lag = DDP_HOST_CV * expected_max_normal(syn.plan.scaleout.world_size) * np.maximum(launch - start, 0)
+    lag = HOST_CV * expected_max_normal(syn.plan.scaleout.world_size) * np.maximum(launch - start, 0)
     queued = np.maximum(timeline.gpu_start_ns[syn.added] - launch, 0)
     out = np.maximum(np.rint(lag - queued), 0).astype(np.int64)
     return np.where(k["collective"].to_numpy() != "", out, 0)
