@@ -354,37 +354,35 @@ def _scaleout_rows() -> list[dict[str, str]]:
             if r["status"] == "ok"]
 
 
+def _dp_cells(rows: list[dict[str, str]], err: str, inside: str, base: str, base_name: str
+              ) -> tuple[str, str, str, str]:
+    """The cells of a data-parallel row: ``rows`` scored by column ``err`` (a fraction), the share whose ``inside``
+    column is True, beside the baseline column ``base`` (named ``base_name``)."""
+    e = [100 * float(r[err]) for r in rows]
+    held = sum(r[inside] == "True" for r in rows)
+    return (f"{len(rows)} (workload, strategy, ranks), {100 * held / len(rows):.0f}% inside its range",
+            f"{_mean_abs(e):.1f}%", f"{max(map(abs, e)):.1f}%",
+            f"{_mean_abs([100 * float(r[base]) for r in rows]):.1f}% ({base_name})")
+
+
 def _scaleout_cells() -> tuple[str, str, str, str]:
     """The N-rank step predicted from the one-GPU trace against the measured one (benchmarks/scaleout_eval.py on the
     2026-11-26/27/28 recordings of twenty-six H100 host sessions), its range's coverage, beside the one-GPU step as the
     prediction."""
-    rows = _scaleout_rows()
-    err = [100 * float(r["scaleout_err"]) for r in rows]
-    inside = sum(r["in_range"] == "True" for r in rows)
-    return (f"{len(rows)} (workload, strategy, ranks), {100 * inside / len(rows):.0f}% inside its range",
-            f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%",
-            f"{_mean_abs([100 * float(r['no_change_err']) for r in rows]):.1f}% (one-GPU step)")
+    return _dp_cells(_scaleout_rows(), "scaleout_err", "in_range", "no_change_err", "one-GPU step")
 
 
 def _crosshost_cells() -> tuple[str, str, str, str]:
     """The same N-rank steps predicted from one-GPU traces recorded on another H100 host on 2026-12-06
     (benchmarks/scaleout_crosshost.py), beside that host's one-GPU step as the prediction."""
     rows = list(csv.DictReader((RESULTS / "scaleout" / "crosshost-20261206.csv").open()))
-    err = [100 * float(r["scaleout_err"]) for r in rows]
-    inside = sum(r["in_range"] == "True" for r in rows)
-    return (f"{len(rows)} (workload, strategy, ranks), {100 * inside / len(rows):.0f}% inside its range",
-            f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%",
-            f"{_mean_abs([100 * float(r['no_change_new_err']) for r in rows]):.1f}% (that one-GPU step)")
+    return _dp_cells(rows, "scaleout_err", "in_range", "no_change_new_err", "that one-GPU step")
 
 
 def _joint_cells() -> tuple[str, str, str, str]:
     """The joint replay of the measured rank traces (compare DIR's origin row) against the same measurements."""
     rows = [r for r in _scaleout_rows() if r.get("joint_err")]
-    err = [100 * float(r["joint_err"]) for r in rows]
-    inside = sum(r["joint_in_range"] == "True" for r in rows)
-    return (f"{len(rows)} (workload, strategy, ranks), {100 * inside / len(rows):.0f}% inside its range",
-            f"{_mean_abs(err):.1f}%", f"{max(map(abs, err)):.1f}%",
-            f"{_mean_abs([100 * float(r['no_change_err']) for r in rows]):.1f}% (one-GPU step)")
+    return _dp_cells(rows, "joint_err", "joint_in_range", "no_change_err", "one-GPU step")
 
 
 def timm_section() -> str:
