@@ -3,7 +3,7 @@ twenty-six H100 sessions measured (benchmarks/results/scaleout/ground_truth/<run
 predicted from ONE collection of one-GPU traces (collect_distributed.py --modes single on one lent H100), as a user
 who profiled on their own GPU and rents N of them elsewhere would run it:
 
-    python benchmarks/scaleout_crosshost.py /work/collected/h100x1a [--out benchmarks/results/scaleout/crosshost-20261206]
+    python benchmarks/scaleout_crosshost.py DIR [--out benchmarks/results/scaleout/crosshost-20261206]
 
 Per row (scaleout_eval.evaluate with ``singles_from``, scale-out only: the sessions' rank traces are not kept):
 - ``scaleout_err``: ``compare TRACE --world-size N --strategy S`` on the new trace against the session's measured
@@ -63,8 +63,9 @@ def markdown(df: pd.DataFrame, singles: Path) -> str:
              f"against the measured N-rank steps of the {df['run'].nunique()} tables of twenty-six H100 host sessions "
              "(2026-11-26..28; h100x4-fsdp1 is a second collection on h100x4's host). Error: predicted / measured "
              "- 1.\n",
-             "| | rows | scale-out from the new trace | given the session's one-GPU step | the session's own trace (its "
-             "table: the model of its day) | no change (session's one GPU) | no change (new one GPU) |", "|---|---:|---:|---:|---:|---:|---:|"]
+             "| | rows | scale-out from the new trace | given the session's one-GPU step | the session's own trace "
+             "(its table: the model of its day) | no change (session's one GPU) | no change (new one GPU) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
 
     def row(name: str, q: pd.DataFrame) -> str:
         return (f"| {name} | {len(q)} | {pct(q['scaleout_err'])} | {pct(q['anchored_err'])} | "

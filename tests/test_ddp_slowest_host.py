@@ -1,6 +1,6 @@
-"""The slowest host (issue 31, scale/dp_host.host_slowdown; DDP since 2026-11-27, FSDP since 2026-12-06): the expected maximum of N standard normals against
-its closed forms, and the slowdown's laws: 1 for one rank, never smaller for more ranks, and only where the host
-sets the step."""
+"""The slowest host (issue 31, scale/dp_host.host_slowdown; DDP since 2026-11-27, FSDP since 2026-12-06): the
+expected maximum of N standard normals against its closed forms, and the slowdown's laws: 1 for one rank, never
+smaller for more ranks, and only where the host sets the step."""
 from __future__ import annotations
 
 import math

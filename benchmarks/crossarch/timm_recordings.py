@@ -38,10 +38,10 @@ def markdown(m: pd.DataFrame, again: Path) -> str:
     ratio = both["predicted_ms", AGAIN] / both["predicted_ms", SHARED] - 1
     step = both["origin_measured_ms", AGAIN] / both["origin_measured_ms", SHARED] - 1
     lines = [f"# timm's dev models from two H100 recordings (benchmarks/crossarch/timm_recordings.py)\n",
-             f"`{again.name}` recorded again with benchmarks/collect/collect_timm.py; error = predicted / published - 1, "
-             "rows that measured another program left out.\n",
-             "| target | models | shared recording: mean abs error | again: mean abs error | predictions: mean abs ratio - 1 "
-             "| origin's measured step: mean abs ratio - 1 |", "|---|---:|---:|---:|---:|---:|"]
+             f"`{again.name}` recorded again with benchmarks/collect/collect_timm.py; error = predicted / published "
+             "- 1, rows that measured another program left out.\n",
+             "| target | models | shared recording: mean abs error | again: mean abs error | predictions: mean abs "
+             "ratio - 1 | origin's measured step: mean abs ratio - 1 |", "|---|---:|---:|---:|---:|---:|"]
     for gpu, q in m.groupby("gpu"):
         idx = ratio.index.get_level_values("gpu") == gpu
         e = {o: q[q["origin"] == o]["error"].abs().mean() for o in (SHARED, AGAIN)}

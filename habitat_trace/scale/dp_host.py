@@ -66,20 +66,20 @@ DDP_FORWARD_U = 1992.0
 # Llama's 2), leave one workload out a 1544-1641, b 18.0-18.6
 DDP_BUFFERS_U = (1586.0, 18.4)
 # The ranks wait for the slowest host. Every collective starts when the last rank launches it (DDP's buckets, FSDP's
-# all-gathers and reduce-scatters), so a launch-bound step runs at the pace of the slowest of N hosts, not of one: if each rank's host time per step
-# varies independently with coefficient of variation c, the step is E[max of N] = (1 + c e_N) times the mean (e_N the
-# expected maximum of N standard normals: Tippett, Biometrika 1925; e_2 = 1/sqrt(pi) = 0.564, e_4 = 1.029). c is
-# measured where nothing synchronizes the ranks: the solo runs (every GPU runs the one-GPU step at once,
-# ground_truth/h100x4-solo-20261126), the ranks' per-iteration sample CV, median over the iterations, of the
-# launch-bound workloads (BERT-large, GPT-2 b2, Llama, ResNet-50 bf16; their step over 1.2x their GPU busy time) at 2
-# and 4 ranks: 0.048-0.122, median 0.104 (GPU-bound workloads 0.003-0.007: their GPUs set the step). Applied to the
+# all-gathers and reduce-scatters), so a launch-bound step runs at the pace of the slowest of N hosts, not of one: if
+# each rank's host time per step varies independently with coefficient of variation c, the step is E[max of N] = (1 + c
+# e_N) times the mean (e_N the expected maximum of N standard normals: Tippett, Biometrika 1925; e_2 = 1/sqrt(pi) =
+# 0.564, e_4 = 1.029). c is measured where nothing synchronizes the ranks: the solo runs (every GPU runs the one-GPU
+# step at once, ground_truth/h100x4-solo-20261126), the ranks' per-iteration sample CV, median over the iterations, of
+# the launch-bound workloads (BERT-large, GPT-2 b2, Llama, ResNet-50 bf16; their step over 1.2x their GPU busy time) at
+# 2 and 4 ranks: 0.048-0.122, median 0.104 (GPU-bound workloads 0.003-0.007: their GPUs set the step). Applied to the
 # host clock of every strategy's rank (timeline/scaleout.scale_out): a GPU-bound step does not follow it. FSDP's too
-# since 2026-12-06: its measured host-bound steps grow from 2 to 4 ranks (4-rank over 2-rank step, same session: 1.10
-# on average where the added host work exceeds the one-GPU step, 31 pairs; predicted 1.00 without this, 1.05 with it),
-# and over the twenty-six sessions' 366 rows predicted from another host's one-GPU traces FSDP2 at 4 ranks went from
-# -9.7% to -0.2% bias, all rows 12.0% -> 11.2% (docs/distributed.md, "The slowest host for FSDP too"). It was left
-# out for FSDP on the reading that the fitted hook costs (FSDP2_HOOK_U) hold the waits for the peers; those are per
-# unit and the same at every N, so they cannot carry the growth with N; the 2-rank rows moved +5.5% (-3.4% -> +2.1%).
+# since 2026-12-06: its measured host-bound steps grow from 2 to 4 ranks (4-rank over 2-rank step, same session: 1.10 on
+# average where the added host work exceeds the one-GPU step, 31 pairs; predicted 1.00 without this, 1.05 with it), and
+# over the twenty-six sessions' 366 rows predicted from another host's one-GPU traces FSDP2 at 4 ranks went from -9.7%
+# to -0.2% bias, all rows 12.0% -> 11.2% (docs/distributed.md, "The slowest host for FSDP too"). It was left out for
+# FSDP on the reading that the fitted hook costs (FSDP2_HOOK_U) hold the waits for the peers; those are per unit and the
+# same at every N, so they cannot carry the growth with N; the 2-rank rows moved +5.5% (-3.4% -> +2.1%).
 HOST_CV = 0.104
 
 

@@ -108,7 +108,7 @@ def scale_out(tables: Any, prediction: Prediction, so: D.ScaleOut, clock: Option
     channels hold (``contend``) and the step replayed once more. ``worst_contention`` (the slow end of a range):
     every compute kernel from the step's first collective on is slowed as if one overlapped it throughout: a rank
     that waits for a later one holds its collective's SMs for the wait, which a run of one rank cannot show.
-    ``host_work`` False: the added kernels cost the host nothing and a DDP rank's host is one GPU's (explain's split of
+    ``host_work`` False: the added kernels cost the host nothing and a rank's host is one GPU's (explain's split of
     the step); True: a rank's host runs at the slowest of N hosts' pace (dp_host.host_slowdown). ``prepared``:
     what does not depend on the clock (``prepare``), shared by the replays of one scale-out on several clocks."""
     prep = prepared or prepare(tables, prediction, so, params)
