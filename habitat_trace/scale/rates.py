@@ -22,6 +22,11 @@ limit: its fraction of the datasheet peak, phi, says how far the limit holds the
   page, nvidia.com/en-gb/geforce/technologies/gpu-boost/technology). A measured matmul far below the typical fraction
   is then the library's shortfall on that chip as much as the clock's (the Quadro RTX 8000 as the TITAN RTX: 0.41 of
   its peak, 949 MHz by the ratio, 1395 MHz its base). Latency- and issue-bound work moves with it (crossarch.py).
+- a card with a catalogued SGEMM and no tensor matmul (the RTX 6000 Ada, P100, P4) takes phi from its SGEMM:
+  phi_typical x min(1, s / s_typical), s the SGEMM's fraction of the FP32 peak and s_typical the median of the cards
+  with the same FP32 issue (``power_fraction``; serial_pipes below says why the classes differ). Left out of its
+  class's median, the clock this gives each of the 30 catalog cards that have both figures is 5.4% from the clock its
+  tensor fraction gives (worst 19%), where its boost clock is 9.9% (tests/test_crossarch.py).
 - tensor-core work never above the clock its datasheet tensor peaks are quoted at (``tensor_clock_mhz_implied``,
   ``Rates.tensor_clock_mhz``: Hopper and data-center Blackwell, whose FP32 peak is quoted at the boost clock and whose
   tensor peaks at a lower one, e.g. the H100 SXM's 989.4 TFLOP/s = 132 SMs x 4,096 FLOP x 1.83 GHz against 1.98 GHz):
@@ -62,6 +67,11 @@ TENSOR_DTYPES = ("fp16", "bf16", "tf32", "fp8")
 TENSOR_SUSTAINED_FRACTION = 0.77  # fp16/bf16/tf32/fp8, non-GeForce: median 0.771 over 66 sourced (GPU, dtype) pairs
 GEFORCE_TENSOR_SUSTAINED_FRACTION = 1.06  # median 1.059 over the 10 sourced GeForce (GPU, dtype) pairs
 FP32_GEMM_SUSTAINED_FRACTION = 0.73  # CUDA-core SGEMM: median 0.731 over 33 sourced GPUs
+# The same median per class of FP32 issue (serial_pipes: one scheduler feeding 32 lanes issues every other instruction
+# of the loop in an FFMA's slot, so these cards' SGEMMs reach less of their peak at any clock): what a card's measured
+# SGEMM is compared with where no tensor matmul of it is catalogued (module doc, "Power").
+SERIAL_FP32_GEMM_FRACTION = 0.65  # GA10x, Ada, Hopper, Blackwell: median 0.647 over 19 sourced GPUs
+PAIRED_FP32_GEMM_FRACTION = 0.87  # Pascal, Volta, Turing, GA100: median 0.874 over 14 sourced GPUs
 DRAM_EFFICIENCY = 0.82  # achievable copy bandwidth / datasheet: median 0.815 over 15 sourced GPUs
 
 
@@ -103,7 +113,7 @@ def rates(spec: GpuSpec) -> Rates:
     """The catalog's sustained figures of ``spec``, each missing one from the fallback rules above."""
     e, missing = spec.extra, []
     tensor = {}
-    phi = tensor_fraction(spec)
+    phi = power_fraction(spec)
     for dtype in TENSOR_DTYPES:
         if dtype not in spec.tensor_tflops:
             continue
@@ -153,6 +163,22 @@ def tensor_fraction(spec: GpuSpec) -> float | None:
     found = [v / spec.tensor_tflops[d] for d in TENSOR_DTYPES if d in spec.tensor_tflops
              and (v := _number(spec.extra.get(f"tensor_sustained_tflops_{d}"))) is not None]
     return max(found) if found else None
+
+
+def power_fraction(spec: GpuSpec) -> float | None:
+    """phi as the power-limit rules read it (module doc, "Power"): the measured tensor fraction (tensor_fraction),
+    else what a measured SGEMM says of the clock, typical_tensor_fraction x min(1, s / s_typical), s the SGEMM's
+    fraction of the FP32 peak and s_typical the median of its class (SERIAL_ / PAIRED_FP32_GEMM_FRACTION), else None.
+    Only a shortfall counts: an SGEMM above its class's median is the library's kernel on that chip, not a clock above
+    boost."""
+    phi = tensor_fraction(spec)
+    if phi is not None or spec.vendor != "nvidia":
+        return phi
+    simt = _number(spec.extra.get("fp32_gemm_sustained_tflops"))
+    if simt is None or not spec.fp32_tflops:
+        return None
+    typical = SERIAL_FP32_GEMM_FRACTION if "fp32" in serial_pipes(spec) else PAIRED_FP32_GEMM_FRACTION
+    return typical_tensor_fraction(spec) * min(1.0, simt / spec.fp32_tflops / typical)
 
 
 def _sibling_dtype(spec: GpuSpec, dtype: str) -> float | None:
