@@ -471,6 +471,19 @@ def test_a_measured_sgemm_sets_the_clock_where_no_tensor_matmul_is_catalogued() 
     assert rates.rates(l40s).clock_mhz == pytest.approx(2520 * rates.tensor_fraction(l40s) / 0.77)
 
 
+def test_the_l40_runs_at_its_binding_siblings_clock_for_its_power_limit() -> None:
+    """The L40 has no matmul of its own: its catalogued clock is the L40S's (same AD102, 142 SMs, 350 W, held below
+    boost by its measured tensor fraction) x (300/350)^(1/3), recomputed here so a change to the L40S's figures fails
+    until the L40's follows; its tensor dtypes run at the typical fraction times that share of its boost clock."""
+    l40, l40s = CATALOG.resolve("L40"), CATALOG.resolve("L40S")
+    assert l40.extra["chip"] == l40s.extra["chip"] and l40.sms == l40s.sms
+    sibling = rates.rates(l40s).clock_mhz
+    assert sibling < l40s.boost_clock_mhz  # its limit binds: scaling its power says something
+    r = rates.rates(l40)
+    assert r.clock_mhz == pytest.approx(sibling * (l40.tdp_w / l40s.tdp_w) ** (1 / 3), abs=1.0)
+    assert r.tensor_tflops["fp16"] == pytest.approx(181.05 * rates.TENSOR_SUSTAINED_FRACTION * r.clock_mhz / 2490)
+
+
 def test_the_sgemm_rule_predicts_the_tensor_clocks_better_than_boost() -> None:
     """Pins why the SGEMM rule exists: on every catalog card with both a measured tensor matmul and an SGEMM, the
     clock the SGEMM gives (its class's median taken without the card) is nearer the clock its tensor fraction gives

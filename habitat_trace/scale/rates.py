@@ -26,7 +26,9 @@ limit: its fraction of the datasheet peak, phi, says how far the limit holds the
   phi_typical x min(1, s / s_typical), s the SGEMM's fraction of the FP32 peak and s_typical the median of the cards
   with the same FP32 issue (``power_fraction``; serial_pipes below says why the classes differ). Left out of its
   class's median, the clock this gives each of the 30 catalog cards that have both figures is 5.4% from the clock its
-  tensor fraction gives (worst 19%), where its boost clock is 9.9% (tests/test_crossarch.py).
+  tensor fraction gives (worst 19%), where its boost clock is 9.9% (tests/test_crossarch.py). A card with neither
+  but a sourced clock under load below boost (the L40's, from its binding sibling: specs/gpus.toml) takes that share
+  of the typical fraction.
 - tensor-core work never above the clock its datasheet tensor peaks are quoted at (``tensor_clock_mhz_implied``,
   ``Rates.tensor_clock_mhz``: Hopper and data-center Blackwell, whose FP32 peak is quoted at the boost clock and whose
   tensor peaks at a lower one, e.g. the H100 SXM's 989.4 TFLOP/s = 132 SMs x 4,096 FLOP x 1.83 GHz against 1.98 GHz):
@@ -168,17 +170,22 @@ def tensor_fraction(spec: GpuSpec) -> float | None:
 def power_fraction(spec: GpuSpec) -> float | None:
     """phi as the power-limit rules read it (module doc, "Power"): the measured tensor fraction (tensor_fraction),
     else what a measured SGEMM says of the clock, typical_tensor_fraction x min(1, s / s_typical), s the SGEMM's
-    fraction of the FP32 peak and s_typical the median of its class (SERIAL_ / PAIRED_FP32_GEMM_FRACTION), else None.
+    fraction of the FP32 peak and s_typical the median of its class (SERIAL_ / PAIRED_FP32_GEMM_FRACTION), else a
+    sourced clock under load below boost (typical_tensor_fraction x clock / boost: the L40's, from its binding
+    sibling), else None.
     Only a shortfall counts: an SGEMM above its class's median is the library's kernel on that chip, not a clock above
     boost."""
     phi = tensor_fraction(spec)
     if phi is not None or spec.vendor != "nvidia":
         return phi
     simt = _number(spec.extra.get("fp32_gemm_sustained_tflops"))
-    if simt is None or not spec.fp32_tflops:
-        return None
-    typical = SERIAL_FP32_GEMM_FRACTION if "fp32" in serial_pipes(spec) else PAIRED_FP32_GEMM_FRACTION
-    return typical_tensor_fraction(spec) * min(1.0, simt / spec.fp32_tflops / typical)
+    if simt is not None and spec.fp32_tflops:
+        typical = SERIAL_FP32_GEMM_FRACTION if "fp32" in serial_pipes(spec) else PAIRED_FP32_GEMM_FRACTION
+        return typical_tensor_fraction(spec) * min(1.0, simt / spec.fp32_tflops / typical)
+    clock = _number(spec.extra.get("sm_clock_sustained_mhz"))  # a sourced clock under load, below boost: that share
+    if clock is not None and clock < spec.boost_clock_mhz:
+        return typical_tensor_fraction(spec) * clock / spec.boost_clock_mhz
+    return None
 
 
 def _sibling_dtype(spec: GpuSpec, dtype: str) -> float | None:
