@@ -567,3 +567,20 @@ def test_a_lower_power_limit_is_never_faster_from_any_origin(base: str, origin: 
     t_low, t_high = predict(trace, src, low).dur_ns, predict(trace, src, high).dur_ns
     assert np.all(t_low >= t_high - 1)
     assert np.all(t_high >= predict(trace, src, CATALOG.resolve(base)).dur_ns - 1)
+
+
+def test_gpus_says_what_sets_each_clock_under_load() -> None:
+    """`habitat-trace gpus` reports the clock the law takes and why: the A10's power limit from its tensor matmul, the
+    RTX 6000 Ada's from its SGEMM, the Quadro RTX 8000 at its base clock, the T4's sourced figure, the H100 at boost
+    with its tensor work at the datasheet's tensor clock, a card with no matmul at boost."""
+    from habitat_trace.commands.gpus import spec_to_dict
+    got = {n: spec_to_dict(CATALOG.resolve(n)) for n in ("A10", "RTX 6000 Ada", "Quadro RTX 8000", "T4",
+                                                          "H100 SXM5 80GB", "H100 NVL 94GB")}
+    assert got["A10"]["clock_under_load_basis"] == "power limit: tensor matmul at 0.45 of peak"
+    assert got["A10"]["clock_under_load_mhz"] == pytest.approx(rates.rates(CATALOG.resolve("A10")).clock_mhz)
+    assert got["RTX 6000 Ada"]["clock_under_load_basis"] == "power limit: SGEMM at 0.55 of FP32 peak"
+    assert got["Quadro RTX 8000"]["clock_under_load_basis"].startswith("base clock (floor)")
+    assert got["T4"]["clock_under_load_basis"].startswith("catalog: published observation")
+    assert got["H100 SXM5 80GB"]["clock_under_load_basis"] == (
+        "boost: tensor matmul at 0.81 of peak; tensor work at 1830 MHz (datasheet tensor clock)")
+    assert got["H100 NVL 94GB"]["clock_under_load_basis"].startswith("boost: no matmul of this card catalogued")

@@ -222,6 +222,32 @@ def _clock_mhz(spec: GpuSpec, phi: float | None, missing: list[str]) -> float:
     return held if base is None else max(held, min(base, spec.boost_clock_mhz))
 
 
+def clock_basis(spec: GpuSpec) -> str:
+    """In words, what sets ``rates(spec).clock_mhz``, the SM clock under load (module doc, "Power"), and the clock of
+    tensor-core work where it is lower: for `gpus`."""
+    r = rates(spec)
+    tensor = f"; tensor work at {r.tensor_clock_mhz:.0f} MHz (datasheet tensor clock)" if r.tensor_clock_mhz else ""
+    return _clock_basis(spec) + tensor
+
+
+def _clock_basis(spec: GpuSpec) -> str:
+    if _number(spec.extra.get("sm_clock_sustained_mhz")) is not None:
+        return "catalog: " + str(spec.extra.get("sm_clock_sustained_source", "sourced")).split(":")[0]
+    phi = power_fraction(spec)
+    if phi is None:
+        return "boost: no matmul of this card catalogued"
+    if tensor_fraction(spec) is not None:
+        seen = f"tensor matmul at {phi:.2f} of peak"
+    else:
+        seen = f"SGEMM at {_number(spec.extra.get('fp32_gemm_sustained_tflops')) / spec.fp32_tflops:.2f} of FP32 peak"
+    if phi >= typical_tensor_fraction(spec):
+        return f"boost: {seen}"
+    held = spec.boost_clock_mhz * phi / typical_tensor_fraction(spec)
+    base = _number(spec.extra.get("base_clock_mhz"))
+    floored = base is not None and held < min(base, spec.boost_clock_mhz)
+    return f"{'base clock (floor)' if floored else 'power limit'}: {seen}"
+
+
 def _tensor_clock_mhz(spec: GpuSpec, clock: float) -> float | None:
     """The clock under tensor-core load where the datasheet quotes the tensor peaks below ``clock`` (module doc)."""
     quoted = _number(spec.extra.get("tensor_clock_mhz_implied"))
