@@ -584,3 +584,19 @@ def test_gpus_says_what_sets_each_clock_under_load() -> None:
     assert got["H100 SXM5 80GB"]["clock_under_load_basis"] == (
         "boost: tensor matmul at 0.81 of peak; tensor work at 1830 MHz (datasheet tensor clock)")
     assert got["H100 NVL 94GB"]["clock_under_load_basis"].startswith("boost: no matmul of this card catalogued")
+
+
+def test_the_rate_warnings_say_which_rule_stands_in_for_a_missing_tensor_rate() -> None:
+    """A prediction names each catalog figure a rule supplied for the pipes its trace uses: the RTX 6000 Ada's fp16
+    (no tensor matmul; its SGEMM shows the power limit) and the L40's (a catalogued clock) are held down by it, the H100
+    NVL's (nothing catalogued; from an RTX 4090 trace, since from an H100 one chip's kernels take the wave law) is the
+    median, and the A10's fp16 is measured."""
+    trace = _trace([200_000, 50_000])
+
+    def said(target: str, origin=H100) -> str:
+        return " ".join(w for w in predict(trace, origin, CATALOG.resolve(target)).warnings if target in w)
+
+    for held in ("RTX 6000 Ada", "L40"):
+        assert "at the share of its boost clock its SGEMM or catalogued clock shows" in said(held), held
+    assert "the median sustained/datasheet ratio of the catalogued GPUs stands in" in said("H100 NVL 94GB", RTX4090)
+    assert said("A10") == ""  # its fp16 is measured: nothing stands in for the pipes this trace uses

@@ -26,7 +26,7 @@ from habitat_trace.scale.facts import (ELEMENT_BYTES, costs, gemm_kernel_shapes,
                                        name_matches, trace_shapes)
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
-from habitat_trace.scale.rates import rates, tensor_fraction
+from habitat_trace.scale.rates import power_fraction, rates, tensor_fraction
 from habitat_trace.scale.prediction import (COPY, FALLBACK, IDENTITY, LEARNED, ROOFLINE_OP, SUSTAINED, WAVE,
                                             KernelFacts, Prediction)
 
@@ -269,9 +269,13 @@ def _rate_warnings(origin: GpuSpec, target: GpuSpec, work: crossarch.Work) -> tu
         missing = [m for m in rates(spec).fallbacks if m in used]
         # a tensor dtype of a GPU with another measured tensor dtype runs at that fraction (the power limit)
         own = [m for m in missing if m.startswith("tensor_") and tensor_fraction(spec) is not None]
-        median = [m for m in missing if m not in own]
+        # none measured, but its SGEMM or a catalogued clock shows its power limit: the median, held down by it
+        held = [m for m in missing if m.startswith("tensor_") and m not in own and power_fraction(spec) is not None]
+        median = [m for m in missing if m not in own and m not in held]
         for group, how in ((median, "the median sustained/datasheet ratio of the catalogued GPUs stands in"),
-                           (own, "its measured fraction of another tensor dtype stands in (its power limit)")):
+                           (own, "its measured fraction of another tensor dtype stands in (its power limit)"),
+                           (held, "the median sustained/datasheet ratio stands in, at the share of its boost clock "
+                                  "its SGEMM or catalogued clock shows (its power limit)")):
             if group:
                 shown = ", ".join(names.get(m, m.replace("tensor_sustained_tflops_", "")) for m in group)
                 out.append(f"{role} {spec.name} has no measured sustained {shown} in the catalog; {how} "
