@@ -211,15 +211,9 @@ def _dram_gbs(spec: GpuSpec, missing: list[str]) -> float:
 
 def _clock_mhz(spec: GpuSpec, phi: float | None, missing: list[str]) -> float:
     """The sourced sustained SM clock, else the boost clock held down by the power limit phi shows (module doc)."""
-    measured = _number(spec.extra.get("sm_clock_sustained_mhz"))
-    if measured is not None:
-        return measured
-    missing.append("sm_clock_sustained_mhz")
-    if phi is None:
-        return spec.boost_clock_mhz
-    held = spec.boost_clock_mhz * min(1.0, phi / typical_tensor_fraction(spec))
-    base = _number(spec.extra.get("base_clock_mhz"))  # the guaranteed minimum under load (module doc)
-    return held if base is None else max(held, min(base, spec.boost_clock_mhz))
+    if _number(spec.extra.get("sm_clock_sustained_mhz")) is None:
+        missing.append("sm_clock_sustained_mhz")
+    return _clock_and_basis(spec, phi)[0]
 
 
 def clock_basis(spec: GpuSpec) -> str:
@@ -227,25 +221,28 @@ def clock_basis(spec: GpuSpec) -> str:
     tensor-core work where it is lower: for `gpus`."""
     r = rates(spec)
     tensor = f"; tensor work at {r.tensor_clock_mhz:.0f} MHz (datasheet tensor clock)" if r.tensor_clock_mhz else ""
-    return _clock_basis(spec) + tensor
+    return _clock_and_basis(spec, power_fraction(spec))[1] + tensor
 
 
-def _clock_basis(spec: GpuSpec) -> str:
-    if _number(spec.extra.get("sm_clock_sustained_mhz")) is not None:
-        return "catalog: " + str(spec.extra.get("sm_clock_sustained_source", "sourced")).split(":")[0]
-    phi = power_fraction(spec)
+def _clock_and_basis(spec: GpuSpec, phi: float | None) -> tuple[float, str]:
+    """The SM clock under load (MHz) and what sets it: a sourced figure, else boost x min(1, phi / phi_typical), never
+    below the base clock (module doc)."""
+    measured = _number(spec.extra.get("sm_clock_sustained_mhz"))
+    if measured is not None:
+        return measured, "catalog: " + str(spec.extra.get("sm_clock_sustained_source", "sourced")).split(":")[0]
     if phi is None:
-        return "boost: no matmul of this card catalogued"
+        return spec.boost_clock_mhz, "boost: no matmul of this card catalogued"
     if tensor_fraction(spec) is not None:
         seen = f"tensor matmul at {phi:.2f} of peak"
     else:
-        seen = f"SGEMM at {_number(spec.extra.get('fp32_gemm_sustained_tflops')) / spec.fp32_tflops:.2f} of FP32 peak"
-    if phi >= typical_tensor_fraction(spec):
-        return f"boost: {seen}"
-    held = spec.boost_clock_mhz * phi / typical_tensor_fraction(spec)
-    base = _number(spec.extra.get("base_clock_mhz"))
-    floored = base is not None and held < min(base, spec.boost_clock_mhz)
-    return f"{'base clock (floor)' if floored else 'power limit'}: {seen}"
+        simt = _number(spec.extra.get("fp32_gemm_sustained_tflops"))
+        seen = f"SGEMM at {simt / spec.fp32_tflops:.2f} of FP32 peak" if simt else "its catalogued clock"
+    held = spec.boost_clock_mhz * min(1.0, phi / typical_tensor_fraction(spec))
+    base = _number(spec.extra.get("base_clock_mhz"))  # the guaranteed minimum under load (module doc)
+    floor = min(base, spec.boost_clock_mhz) if base is not None else 0.0
+    if held >= spec.boost_clock_mhz:
+        return held, f"boost: {seen}"
+    return max(held, floor), f"{'base clock (floor)' if held < floor else 'power limit'}: {seen}"
 
 
 def _tensor_clock_mhz(spec: GpuSpec, clock: float) -> float | None:
