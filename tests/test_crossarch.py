@@ -469,7 +469,7 @@ def test_power_limit_sets_the_clock_of_a_card_that_cannot_hold_boost() -> None:
 
 def test_a_measured_sgemm_sets_the_clock_where_no_tensor_matmul_is_catalogued() -> None:
     """The RTX 6000 Ada (300 W, 142 SMs) has a public SGEMM at 0.55 of its FP32 peak and no tensor matmul: against
-    the 0.65 median of its class it runs at 2505 x 0.55 / 0.64 MHz and its tensor dtypes at that share of the typical
+    the 0.67 median of its class it runs at 2505 x 0.55 / 0.67 MHz and its tensor dtypes at that share of the typical
     fraction; the P100 SXM2, whose SGEMM is above its class's median, keeps its boost clock; a card with a tensor
     matmul (the L40S, 0.51 SGEMM) keeps the clock its tensor fraction gives."""
     ada = CATALOG.resolve("RTX 6000 Ada")
@@ -501,7 +501,7 @@ def test_the_l40_runs_at_its_binding_siblings_clock_for_its_power_limit() -> Non
 def test_the_sgemm_rule_predicts_the_tensor_clocks_better_than_boost() -> None:
     """Pins why the SGEMM rule exists: on every catalog card with both a measured tensor matmul and an SGEMM, the
     clock the SGEMM gives (its class's median taken without the card) is nearer the clock its tensor fraction gives
-    than the boost clock is (2026-12-06: 5.4% against 9.9% mean, 30 cards, boost +9.9% biased)."""
+    than the boost clock is (2026-12-06: 5.9% against 9.9% mean, 36 cards, boost +9.9% biased)."""
     cards = [g for g in NVIDIA if not g.base and g.extra.get("fp32_gemm_sustained_tflops")]
     rule, boost = [], []
     for g in cards:

@@ -25,8 +25,8 @@ limit: its fraction of the datasheet peak, phi, says how far the limit holds the
 - a card with a catalogued SGEMM and no tensor matmul (the RTX 6000 Ada, P100, P4) takes phi from its SGEMM:
   phi_typical x min(1, s / s_typical), s the SGEMM's fraction of the FP32 peak and s_typical the median of the cards
   with the same FP32 issue (``power_fraction``; serial_pipes below says why the classes differ). Left out of its
-  class's median, the clock this gives each of the 30 catalog cards that have both figures is 5.4% from the clock its
-  tensor fraction gives (worst 19%), where its boost clock is 9.9% (tests/test_crossarch.py). A card with neither
+  class's median, the clock this gives each of the 36 catalog cards that have both figures is 5.9% from the clock its
+  tensor fraction gives (worst 21%), where its boost clock is 9.9% (tests/test_crossarch.py). A card with neither
   but a sourced clock under load below boost (the L40's, from its binding sibling: specs/gpus.toml) takes that share
   of the typical fraction.
 - tensor-core work never above the clock its datasheet tensor peaks are quoted at (``tensor_clock_mhz_implied``,
@@ -62,19 +62,19 @@ import numpy as np
 from habitat_trace.scale.gpu import GpuSpec
 
 TENSOR_DTYPES = ("fp16", "bf16", "tf32", "fp8")
-# Fallbacks: the median sustained / datasheet ratio over the NVIDIA catalog GPUs with a sourced figure (2026-11-27;
+# Fallbacks: the median sustained / datasheet ratio over the NVIDIA catalog GPUs with a sourced figure (2026-12-06;
 # tests/test_rates.py recomputes each from the catalog, so a catalog change that moves a median fails it). GeForce
 # cards hold clocks above their rated boost (sourced tensor ratios 0.95-1.17 over the RTX 2070 to 5090), so they
 # get their own tensor median; every other card (data-center, workstation) the other one.
-TENSOR_SUSTAINED_FRACTION = 0.77  # fp16/bf16/tf32/fp8, non-GeForce: median 0.771 over 66 sourced (GPU, dtype) pairs
-GEFORCE_TENSOR_SUSTAINED_FRACTION = 1.06  # median 1.059 over the 10 sourced GeForce (GPU, dtype) pairs
-FP32_GEMM_SUSTAINED_FRACTION = 0.73  # CUDA-core SGEMM: median 0.731 over 33 sourced GPUs
+TENSOR_SUSTAINED_FRACTION = 0.77  # fp16/bf16/tf32/fp8, non-GeForce: median 0.776 over 69 sourced (GPU, dtype) pairs
+GEFORCE_TENSOR_SUSTAINED_FRACTION = 1.07  # median 1.069 over the 19 sourced GeForce (GPU, dtype) pairs
+FP32_GEMM_SUSTAINED_FRACTION = 0.72  # CUDA-core SGEMM: median 0.722 over 37 sourced GPUs
 # The same median per class of FP32 issue (serial_pipes: one scheduler feeding 32 lanes issues every other instruction
 # of the loop in an FFMA's slot, so these cards' SGEMMs reach less of their peak at any clock): what a card's measured
 # SGEMM is compared with where no tensor matmul of it is catalogued (module doc, "Power").
-SERIAL_FP32_GEMM_FRACTION = 0.65  # GA10x, Ada, Hopper, Blackwell: median 0.647 over 19 sourced GPUs
+SERIAL_FP32_GEMM_FRACTION = 0.67  # GA10x, Ada, Hopper, Blackwell: median 0.668 over 23 sourced GPUs
 PAIRED_FP32_GEMM_FRACTION = 0.87  # Pascal, Volta, Turing, GA100: median 0.874 over 14 sourced GPUs
-DRAM_EFFICIENCY = 0.82  # achievable copy bandwidth / datasheet: median 0.815 over 15 sourced GPUs
+DRAM_EFFICIENCY = 0.82  # achievable copy bandwidth / datasheet: median 0.816 over 17 sourced GPUs
 
 
 @dataclass(frozen=True)
