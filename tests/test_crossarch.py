@@ -237,7 +237,8 @@ def test_fallback_fractions_are_the_catalog_medians() -> None:
 
 
 def test_fallbacks_are_named() -> None:
-    assert rates.rates(H100).fallbacks == ("sm_clock_sustained_mhz",)
+    assert rates.rates(H100).fallbacks == ()  # its clock under load is measured (clock_under_load_h100.csv)
+    assert rates.rates(H200).fallbacks == ("tensor_sustained_tflops_tf32", "sm_clock_sustained_mhz")
     bare = replace(RTX4090, extra={k: v for k, v in RTX4090.extra.items() if "sustained" not in k})
     r = rates.rates(bare)
     assert "tensor_sustained_tflops_fp16" in r.fallbacks and "fp32_gemm_sustained_tflops" in r.fallbacks
@@ -582,7 +583,7 @@ def test_gpus_says_what_sets_each_clock_under_load() -> None:
     assert got["Quadro RTX 8000"]["clock_under_load_basis"].startswith("base clock (floor)")
     assert got["T4"]["clock_under_load_basis"].startswith("catalog: published observation")
     assert got["H100 SXM5 80GB"]["clock_under_load_basis"] == (
-        "boost: tensor matmul at 0.81 of peak; tensor work at 1830 MHz (datasheet tensor clock)")
+        "catalog: measured; tensor work at 1830 MHz (datasheet tensor clock)")
     assert got["H100 NVL 94GB"]["clock_under_load_basis"].startswith("boost: no matmul of this card catalogued")
 
 
