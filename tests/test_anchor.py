@@ -145,3 +145,21 @@ def test_the_clock_meets_the_given_step_where_scaling_the_costs_stops(tmp_path) 
     rr = pipeline.Run([single], pipeline.Options(CATALOG, host=pipeline.Host(measured_step_ms=want))).replay(
         CATALOG.resolve("A100")).ranks[0]
     assert rr.host.pace > 1.0 and rr.host.calibration == 1.0  # no ProfilerSteps: the pace alone
+
+
+def test_compare_notes_the_power_limited_targets_and_no_nan_price() -> None:
+    """compare's notes name the targets the law runs below boost (the A10 and T4: their power limit; not the RTX 4090
+    or A100, which hold boost or above, nor a GPU the table does not show) and list a price source only where the
+    catalog has one: an unpriced RTX 4090 was written "RTX 4090: nan" (2026-12-06)."""
+    from habitat_trace.commands.compare import held_clocks, notes
+    from habitat_trace.scale.specs import load_catalog
+
+    cat = load_catalog()
+    specs = [cat.resolve(n) for n in ("A10", "T4", "RTX 4090", "A100", "L4")]
+    (line,) = held_clocks(specs, {"A10", "T4", "RTX 4090", "A100 SXM4 80GB"})
+    assert "A10 986/1695 MHz" in line and "T4 900/1590 MHz" in line
+    assert "RTX 4090" not in line and "A100" not in line and "L4" not in line
+    assert held_clocks(specs[2:4], {"RTX 4090", "A100 SXM4 80GB"}) == ()
+    rows = compare(MLP_FIXTURE, ["A100", "RTX 4090"]).to_dict(orient="records")
+    priced = [n for n in notes(rows) if n.startswith("prices")]
+    assert priced and "nan" not in priced[0] and "A100 SXM4 80GB" in priced[0]

@@ -82,8 +82,22 @@ def report(trace: Path, to: Sequence[str], options: Options, prices: Sequence[st
         plot_compare(table, plot, title=Path(trace).name + (f": {what}" if what else ""))
     rows = table.to_dict(orient="records")
     warnings = tuple(dict.fromkeys(f"{r['gpu']}: {w}" for r in rows for w in r["warnings"]))
-    return finish(Report((Table("compare", title, table, SHOWN),), notes=notes(rows), warnings=warnings), unread,
-                  trace, total)
+    held = held_clocks(options.targets(to), {r["gpu"] for r in rows[1:]})
+    return finish(Report((Table("compare", title, table, SHOWN),), notes=notes(rows) + held, warnings=warnings),
+                  unread, trace, total)
+
+
+def held_clocks(targets: Sequence[Any], shown: set[str]) -> tuple[str, ...]:
+    """One note naming the targets the cross-chip law runs below their boost clock under load (scale/rates.py: a
+    sourced clock, or the power limit a catalogued matmul shows), so a slow row of a cheap card says why."""
+    from habitat_trace.scale.rates import rates
+
+    held = [(s.name, rates(s).clock_mhz, s.boost_clock_mhz) for s in targets
+            if s.name in shown and s.vendor == "nvidia" and rates(s).clock_mhz < s.boost_clock_mhz - 0.5]
+    if not held:
+        return ()
+    return ("clock under load below boost, the power limit (`habitat-trace gpus` says why): "
+            + ", ".join(f"{n} {c:.0f}/{b:.0f} MHz" for n, c, b in held),)
 
 
 def _fanned(files: list[Path], options: Options, to: Sequence[str], prices: dict[str, float], jobs: int,
@@ -123,7 +137,9 @@ def notes(rows: list[dict[str, Any]]) -> tuple[str, ...]:
                        f"{HIDDEN_SHARE:.0%} of the step), so more ranks move these rows only by the longer collectives' "
                        "contention and host work; `explain --world-size` splits the step")
     out += [n for n in [anchor_note(rows[0]) if rows else None] if n]
-    prices = sorted({f"{r['gpu']}: {r['price_source']}" for r in rows if r["price_source"]})
+    # a GPU without a catalogued price has no source (NaN in the table): it is left out, not written "nan"
+    prices = sorted({f"{r['gpu']}: {r['price_source']}" for r in rows if isinstance(r["price_source"], str)
+                     and r["price_source"]})
     if prices:
         out.append("prices (on-demand, per GPU): " + "; ".join(prices))
     return tuple(out)
