@@ -499,6 +499,20 @@ def test_the_l40_runs_at_its_binding_siblings_clock_for_its_power_limit() -> Non
     assert r.tensor_tflops["fp16"] == pytest.approx(181.05 * rates.TENSOR_SUSTAINED_FRACTION * r.clock_mhz / 2490)
 
 
+def test_the_h100_nvl_runs_at_its_binding_siblings_clock_per_sm_for_its_power_limit() -> None:
+    """The H100 NVL has no matmul of its own: its catalogued clock is the H100 PCIe's (same GH100, 350 W over 114 SMs,
+    held below boost by its measured tensor fraction) x ((400/132) / (350/114))^(1/3), recomputed here so a change to
+    the PCIe card's figures fails until the NVL's follows; below its datasheet tensor clock, which no longer applies."""
+    nvl, pcie = CATALOG.resolve("H100 NVL 94GB"), CATALOG.resolve("H100 PCIe 80GB")
+    assert nvl.extra["chip"] == pcie.extra["chip"]
+    sibling = rates.rates(pcie).clock_mhz
+    assert sibling < pcie.boost_clock_mhz
+    r = rates.rates(nvl)
+    per_sm = (nvl.tdp_w / nvl.sms) / (pcie.tdp_w / pcie.sms)
+    assert r.clock_mhz == pytest.approx(sibling * per_sm ** (1 / 3), abs=1.0)
+    assert r.tensor_clock_mhz is None and r.clock_mhz < nvl.extra["tensor_clock_mhz_implied"]
+
+
 def test_the_sgemm_rule_predicts_the_tensor_clocks_better_than_boost() -> None:
     """Pins why the SGEMM rule exists: on every catalog card with both a measured tensor matmul and an SGEMM, the
     clock the SGEMM gives (its class's median taken without the card) is nearer the clock its tensor fraction gives
@@ -572,11 +586,12 @@ def test_a_lower_power_limit_is_never_faster_from_any_origin(base: str, origin: 
 
 def test_gpus_says_what_sets_each_clock_under_load() -> None:
     """`habitat-trace gpus` reports the clock the law takes and why: the A10's power limit from its tensor matmul, the
-    RTX 6000 Ada's from its SGEMM, the Quadro RTX 8000 at its base clock, the T4's sourced figure, the H100 at boost
-    with its tensor work at the datasheet's tensor clock, a card with no matmul at boost."""
+    RTX 6000 Ada's from its SGEMM, the Quadro RTX 8000 at its base clock, the T4's sourced figure, the H100's measured
+    clock with its tensor work at the datasheet's tensor clock, the H100 NVL's derived one, a card with no matmul (the
+    A30) at boost."""
     from habitat_trace.commands.gpus import spec_to_dict
     got = {n: spec_to_dict(CATALOG.resolve(n)) for n in ("A10", "RTX 6000 Ada", "Quadro RTX 8000", "T4",
-                                                          "H100 SXM5 80GB", "H100 NVL 94GB")}
+                                                          "H100 SXM5 80GB", "H100 NVL 94GB", "A30")}
     assert got["A10"]["clock_under_load_basis"] == "power limit: tensor matmul at 0.45 of peak"
     assert got["A10"]["clock_under_load_mhz"] == pytest.approx(rates.rates(CATALOG.resolve("A10")).clock_mhz)
     assert got["RTX 6000 Ada"]["clock_under_load_basis"] == "power limit: SGEMM at 0.55 of FP32 peak"
@@ -584,14 +599,14 @@ def test_gpus_says_what_sets_each_clock_under_load() -> None:
     assert got["T4"]["clock_under_load_basis"].startswith("catalog: published observation")
     assert got["H100 SXM5 80GB"]["clock_under_load_basis"] == (
         "catalog: measured; tensor work at 1830 MHz (datasheet tensor clock)")
-    assert got["H100 NVL 94GB"]["clock_under_load_basis"].startswith("boost: no matmul of this card catalogued")
+    assert got["H100 NVL 94GB"]["clock_under_load_basis"] == "catalog: derived"
+    assert got["A30"]["clock_under_load_basis"] == "boost: no matmul of this card catalogued"
 
 
 def test_the_rate_warnings_say_which_rule_stands_in_for_a_missing_tensor_rate() -> None:
     """A prediction names each catalog figure a rule supplied for the pipes its trace uses: the RTX 6000 Ada's fp16
     (no tensor matmul; its SGEMM shows the power limit) and the L40's (a catalogued clock) are held down by it, the H100
-    NVL's (nothing catalogued; from an RTX 4090 trace, since from an H100 one chip's kernels take the wave law) is the
-    median, and the A10's fp16 is measured."""
+    A30's (nothing catalogued) is the median, and the A10's fp16 is measured."""
     trace = _trace([200_000, 50_000])
 
     def said(target: str, origin=H100) -> str:
@@ -599,5 +614,5 @@ def test_the_rate_warnings_say_which_rule_stands_in_for_a_missing_tensor_rate() 
 
     for held in ("RTX 6000 Ada", "L40"):
         assert "at the share of its boost clock its SGEMM or catalogued clock shows" in said(held), held
-    assert "the median sustained/datasheet ratio of the catalogued GPUs stands in" in said("H100 NVL 94GB", RTX4090)
+    assert "the median sustained/datasheet ratio of the catalogued GPUs stands in" in said("A30")
     assert said("A10") == ""  # its fp16 is measured: nothing stands in for the pipes this trace uses
