@@ -44,7 +44,7 @@ def report(trace: Path, to: Sequence[str], options: Options, prices: Sequence[st
     from habitat_trace.commands.common import finish, progress, read
     from habitat_trace.pipeline.fanout import rank_files
 
-    options.targets(to)  # unknown names (and prices' GPUs) fail before the trace is read
+    targets = options.targets(to)  # unknown names (and prices' GPUs) fail before the trace is read
     overrides = options.prices(prices)
     if plot is not None:
         from habitat_trace.commands.plot import check_plot_path
@@ -82,7 +82,7 @@ def report(trace: Path, to: Sequence[str], options: Options, prices: Sequence[st
         plot_compare(table, plot, title=Path(trace).name + (f": {what}" if what else ""))
     rows = table.to_dict(orient="records")
     warnings = tuple(dict.fromkeys(f"{r['gpu']}: {w}" for r in rows for w in r["warnings"]))
-    held = held_clocks(options.targets(to), {r["gpu"] for r in rows[1:]})
+    held = held_clocks(targets, {r["gpu"] for r in rows[1:]})
     return finish(Report((Table("compare", title, table, SHOWN),), notes=notes(rows) + held, warnings=warnings),
                   unread, trace, total)
 
@@ -92,8 +92,9 @@ def held_clocks(targets: Sequence[Any], shown: set[str]) -> tuple[str, ...]:
     sourced clock, or the power limit a catalogued matmul shows), so a slow row of a cheap card says why."""
     from habitat_trace.scale.rates import rates
 
-    held = [(s.name, rates(s).clock_mhz, s.boost_clock_mhz) for s in targets
-            if s.name in shown and s.vendor == "nvidia" and rates(s).clock_mhz < s.boost_clock_mhz - 0.5]
+    clocks = [(s.name, rates(s).clock_mhz, s.boost_clock_mhz) for s in targets
+              if s.name in shown and s.vendor == "nvidia"]
+    held = [(n, c, b) for n, c, b in clocks if c < b - 0.5]
     if not held:
         return ()
     return ("clock under load below boost, the power limit (`habitat-trace gpus` says why): "
