@@ -88,8 +88,23 @@ def copy() -> tuple[Callable[[], None], float]:
     return (lambda: dst.copy_(src)), 2.0 * src.numel()
 
 
-def resnet50_amp(amp: bool = True, batch: int = 256) -> tuple[Callable[[], None], float]:
-    """A torchvision ResNet-50 training step: fp16 autocast and channels_last (``amp``), else TF32 in NCHW."""
+def _training(loss: Callable[[], torch.Tensor], opt: torch.optim.Optimizer, amp: bool) -> Callable[[], None]:
+    """One training step around ``loss`` (the forward), fp16 autocast when ``amp``; the loss goes through a GradScaler
+    either way (as in the run of 2026-12-06)."""
+    scaler = torch.amp.GradScaler()
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+            value = loss()
+        scaler.scale(value).backward()
+        scaler.step(opt)
+        scaler.update()
+    return step
+
+
+def resnet50_train(amp: bool = True, batch: int = 256) -> tuple[Callable[[], None], float]:
+    """A torchvision ResNet-50 training step (SGD): fp16 autocast and channels_last (``amp``), else TF32 in NCHW."""
     import torchvision
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     fmt = torch.channels_last if amp else torch.contiguous_format
@@ -97,19 +112,10 @@ def resnet50_amp(amp: bool = True, batch: int = 256) -> tuple[Callable[[], None]
     x = torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=fmt)
     y = torch.randint(0, 1000, (batch,), device="cuda")
     opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-    scaler = torch.amp.GradScaler()
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
-            loss = torch.nn.functional.cross_entropy(m(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-    return step, 1.0
+    return _training(lambda: torch.nn.functional.cross_entropy(m(x), y), opt, amp), 1.0
 
 
-def bert_large_amp(amp: bool = True) -> tuple[Callable[[], None], float]:
+def bert_large_train(amp: bool = True) -> tuple[Callable[[], None], float]:
     """BERT-large SQuAD fine-tuning as Lambda's rows (HF BertForQuestionAnswering, random weights, seq 384, batch 32,
     fused AdamW; fp16 autocast (``amp``) or TF32)."""
     from transformers import BertConfig, BertForQuestionAnswering
@@ -119,16 +125,7 @@ def bert_large_amp(amp: bool = True) -> tuple[Callable[[], None], float]:
     ids = torch.randint(0, cfg.vocab_size, (32, 384), device="cuda")
     pos = torch.randint(0, 384, (32,), device="cuda")
     opt = torch.optim.AdamW(m.parameters(), lr=1e-5, fused=True)
-    scaler = torch.amp.GradScaler()
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
-            loss = m(input_ids=ids, start_positions=pos, end_positions=pos).loss
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-    return step, 1.0
+    return _training(lambda: m(input_ids=ids, start_positions=pos, end_positions=pos).loss, opt, amp), 1.0
 
 
 def resnet50_infer_amp() -> tuple[Callable[[], None], float]:
@@ -170,10 +167,10 @@ def main() -> None:
         ("tf32", lambda: matmul(torch.float32, True), "TFLOP/s"),
         ("fp32", lambda: matmul(torch.float32, False), "TFLOP/s"),
         ("copy", copy, "GB/s"),
-        ("resnet50_amp", resnet50_amp, "steps/s"),
-        ("resnet50_tf32", lambda: resnet50_amp(False, 128), "steps/s"),
-        ("bert_large_amp", bert_large_amp, "steps/s"),
-        ("bert_large_tf32", lambda: bert_large_amp(False), "steps/s"),
+        ("resnet50_amp", resnet50_train, "steps/s"),
+        ("resnet50_tf32", lambda: resnet50_train(False, 128), "steps/s"),
+        ("bert_large_amp", bert_large_train, "steps/s"),
+        ("bert_large_tf32", lambda: bert_large_train(False), "steps/s"),
         ("resnet50_infer_amp", resnet50_infer_amp, "steps/s"),
     ]
     if a.only:
