@@ -11,6 +11,10 @@ Each phase runs one load back to back for ``--seconds`` while ``nvidia-smi`` sam
   training load of Lambda's and DLE's tables (steps/s), and ``resnet50_tf32`` in TF32 at batch 128;
 - ``bert_large_amp``: BERT-large SQuAD fine-tuning (seq 384, batch 32, fp16 autocast, fused AdamW) and
   ``bert_large_tf32``; ``resnet50_infer_amp``: ResNet-50 inference at batch 1024 (timm's tables);
+- the GEMM-heavy steps (whether tensor-core work in a real step runs at the clock a matmul is held to):
+  ``vit_base_infer_amp`` (timm's ViT-B/16 inference, fp16 autocast, batch 1024), ``vit_base_train_amp`` (its training
+  step, batch 256, fused AdamW) and ``gpt2_medium_train_bf16`` (GPT-2 medium language-model training, seq 1024,
+  batch 16, bf16 autocast, fused AdamW);
 - ``idle``: nothing (the clock the GPU rests at).
 The first 2 s of each phase are left out of the clock and power statistics (the ramp), and 3 s of idle separate the
 phases. Writes DIR/clock_under_load.csv (one row per phase: median, p10 and p90 SM clock in MHz, median power in W,
@@ -140,6 +144,49 @@ def resnet50_infer_amp() -> tuple[Callable[[], None], float]:
     return step, 1.0
 
 
+def _vit_base(batch: int) -> tuple[torch.nn.Module, torch.Tensor]:
+    import timm
+    m = timm.create_model("vit_base_patch16_224").cuda()
+    return m, torch.randn(batch, 3, 224, 224, device="cuda")
+
+
+def vit_base_infer_amp() -> tuple[Callable[[], None], float]:
+    """timm's inference benchmark's load on a GEMM-heavy model: ViT-B/16 forward, fp16 autocast, batch 1024."""
+    m, x = _vit_base(1024)
+    m.eval()
+
+    def step() -> None:
+        with torch.inference_mode(), torch.autocast("cuda", dtype=torch.float16):
+            m(x)
+    return step, 1.0
+
+
+def vit_base_train_amp() -> tuple[Callable[[], None], float]:
+    """A ViT-B/16 training step (fp16 autocast, batch 256, fused AdamW)."""
+    m, x = _vit_base(256)
+    y = torch.randint(0, 1000, (x.shape[0],), device="cuda")
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    return _training(lambda: torch.nn.functional.cross_entropy(m(x), y), opt, True), 1.0
+
+
+def gpt2_medium_train_bf16() -> tuple[Callable[[], None], float]:
+    """GPT-2 medium language-model training (HF GPT2LMHeadModel, random weights, seq 1024, batch 16, bf16 autocast,
+    fused AdamW): an LLM's training load."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = GPT2Config(n_layer=24, n_embd=1024, n_head=16, n_positions=1024)
+    m = GPT2LMHeadModel(cfg).cuda()
+    ids = torch.randint(0, cfg.vocab_size, (16, 1024), device="cuda")
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = m(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+    return step, 1.0
+
+
 def summarize(rows: list[dict[str, str]], phase: str, t_start: float) -> dict[str, object]:
     got = [r for r in rows if r["phase"] == phase and float(r["wall"]) >= t_start + RAMP_S]
     clocks = sorted(float(r["sm_mhz"]) for r in got if r["sm_mhz"].replace(".", "").isdigit())
@@ -172,6 +219,9 @@ def main() -> None:
         ("bert_large_amp", bert_large_train, "steps/s"),
         ("bert_large_tf32", lambda: bert_large_train(False), "steps/s"),
         ("resnet50_infer_amp", resnet50_infer_amp, "steps/s"),
+        ("vit_base_infer_amp", vit_base_infer_amp, "steps/s"),
+        ("vit_base_train_amp", vit_base_train_amp, "steps/s"),
+        ("gpt2_medium_train_bf16", gpt2_medium_train_bf16, "steps/s"),
     ]
     if a.only:
         phases = [p for p in phases if p[0] in a.only.split(",")]
