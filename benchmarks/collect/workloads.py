@@ -60,12 +60,40 @@ def _torchvision_models():  # imported lazily: the CPU test environment has no t
 
 
 # ---------------------------------------------------------------- builders
-def llama(dev: torch.device, tiny: bool) -> Built:
-    vocab, d, heads, layers, ffn, bs, seq = (256, 64, 4, 2, 128, 2, 32) if tiny else (32000, 1024, 16, 8, 2816, 4, 1024)
+def _bf16_llm(dev: torch.device, sizes: tuple[int, ...], note: str,
+              trains: Callable[[str], bool] | None = None) -> Built:
+    """An M.Llama language-model training step in bf16 weights with AdamW, of (vocab, d, heads, layers, FFN, batch,
+    seq); ``trains``: the parameters (by name) that train, the rest frozen (None: all)."""
+    vocab, d, heads, layers, ffn, bs, seq = sizes
     model = M.Llama(vocab, d, heads, layers, ffn, seq).to(dev, torch.bfloat16)
+    for name, p in model.named_parameters():
+        p.requires_grad_(trains is None or trains(name))
     idx = torch.randint(0, vocab, (bs, seq), device=dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    return Built(_train_step(model, opt, _lm_loss(model, idx), dev, amp=False), "bf16 weights, AdamW")
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    return Built(_train_step(model, opt, _lm_loss(model, idx), dev, amp=False), note)
+
+
+def llama(dev: torch.device, tiny: bool) -> Built:
+    return _bf16_llm(dev, (256, 64, 4, 2, 128, 2, 32) if tiny else (32000, 1024, 16, 8, 2816, 4, 1024),
+                     "bf16 weights, AdamW")
+
+
+def gpt3_layers(dev: torch.device, tiny: bool) -> Built:
+    """Two decoder layers at GPT-3 175B's width (d 12288, 96 heads of 128; a SwiGLU MLP of 32768, the FLOPs of GPT-3's
+    4d GELU MLP), seq 2048, batch 1, bf16 weights and AdamW: MLPerf Training's GPT-3 175B step, one GPU's layers of
+    it (the benchmark shards 96 such layers over many GPUs, in FP8), for the public B200 figures (issue 32)."""
+    return _bf16_llm(dev, (256, 64, 4, 1, 128, 1, 32) if tiny else (32000, 12288, 96, 2, 32768, 1, 2048),
+                     "bf16 weights, AdamW; 2 of 96 layers")
+
+
+def llama70b_lora_layers(dev: torch.device, tiny: bool) -> Built:
+    """Two decoder layers at Llama 2 70B's width (d 8192, 64 heads, SwiGLU 28672; multi-head where Llama 2 70B
+    groups its keys and values 8 ways), seq 8192, batch 1, bf16, base weights frozen: MLPerf Training's Llama 2 70B
+    LoRA step (seq 8192), whose backward computes the activation gradients through every layer and no weight gradient
+    of the base (the adapters, rank 16, are < 0.1% of its FLOPs: here the norms stand in as what trains)."""
+    return _bf16_llm(dev, (256, 64, 4, 1, 128, 1, 32) if tiny else (32000, 8192, 64, 2, 28672, 1, 8192),
+                     "bf16, base frozen (norms train), multi-head attention; 2 of 80 layers",
+                     trains=lambda name: ".n1." in name or ".n2." in name)
 
 
 def vit_l16(dev: torch.device, tiny: bool) -> Built:
@@ -103,6 +131,19 @@ def resnet152(dev: torch.device, tiny: bool) -> Built:
 def unet(dev: torch.device, tiny: bool) -> Built:
     c, bs, res = (32, 2, 16) if tiny else (128, 16, 64)
     model = M.UNet(c).to(dev)
+    x = torch.randn(bs, 4, res, res, device=dev)
+    noise = torch.randn_like(x)
+    t = torch.randint(0, 1000, (bs,), device=dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return Built(_train_step(model, opt, lambda: F.mse_loss(model(x + noise, t).float(), noise), dev, amp=True))
+
+
+def unet_sd(dev: torch.device, tiny: bool) -> Built:
+    """The latent-diffusion UNet at Stable Diffusion v2's width (320 channels, multipliers 1, 2, 4, 4) on its 64x64
+    latents, batch 8, AMP: MLPerf Training's Stable Diffusion v2 step without its text encoder, VAE and cross-attention
+    (this UNet attends only at its two lowest levels), for the public B200 figures (issue 32)."""
+    c, mults, bs, res = (32, (1, 2), 2, 16) if tiny else (320, (1, 2, 4, 4), 8, 64)
+    model = M.UNet(c, mults).to(dev)
     x = torch.randn(bs, 4, res, res, device=dev)
     noise = torch.randn_like(x)
     t = torch.randint(0, 1000, (bs,), device=dev)
@@ -242,4 +283,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("fp8_mlp_w8192_b8192_infer", fp8_mlp, 15),
     Workload("cudagraph_llama_d768_b8_s512_bf16", cudagraph_llama, 20),
     Workload("compiled_llama_d768_b8_s1024_amp", compiled_llama, 90),
+    Workload("gpt3_layers_d12288_l2_b1_s2048_bf16", gpt3_layers, 45),
+    Workload("llama70b_lora_layers_d8192_l2_b1_s8192_bf16", llama70b_lora_layers, 45),
+    Workload("unet_sd_c320_b8_64px_amp", unet_sd, 45),
 ]}

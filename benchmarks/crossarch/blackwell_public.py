@@ -5,7 +5,11 @@
 Each public figure is a B200-over-H100 speed-up per GPU; the prediction is the ratio of compare's GPU busy time on the
 H100 (the origin row) and on the B200 (and GB200) from the trace named beside it. The traces are small steps in
 bf16/TF32 where MLPerf's LLM runs use FP8 at scale, so each line compares a different step: the table says how far,
-not why. ``--bert-large``: a BERT-large step (the 2x H100 run's one-GPU bert_large_b8_s256_amp, not in ../shared).
+not why. The three MLPerf figures have two traces each: one at the benchmark model's width (two GPT-3 175B layers, d12288,
+seq 2048, AdamW; two Llama 2 70B layers, d8192, seq 8192, base frozen as LoRA's backward; a UNet at SD v2's 320
+channels on 64x64 latents) and the small steps the table used before (GPT-2 small, a d1024 LLaMA, a 128-channel UNet). The wide traces were recorded on our H100 on
+2026-12-06 by benchmarks/collect/collect_traces.py (their un-profiled steps: benchmarks/results/
+mlperf_width_h100_measured.jsonl). ``--bert-large``: a BERT-large step (the 2x H100 run's one-GPU bert_large_b8_s256_amp, not in ../shared).
 ``--lambda DIR``: collect_lambda.py's H100 recordings of Lambda's own steps (lambda_published.py --traces); each Lambda
 figure then uses the step at the H100 row's batch on both GPUs, so per sample is per step.
 Writes benchmarks/results/blackwell_public.md.
@@ -39,17 +43,27 @@ FIGURES = (
     ("BERT-large SQuAD TF32", ("bert_large_squad", "tf32"), LAMBDA, "tf32_mlp"),
     ("BERT-base SQuAD TF32", ("bert_base_squad", "tf32"), LAMBDA, "lambda only"),
     ("ResNet50 TF32", ("resnet50", "tf32"), LAMBDA, "lambda only"),
+    ("GPT-3 175B pretraining", 2.0, MLPERF, "gpt3"),
     ("GPT-3 175B pretraining", 2.0, MLPERF, "gpt2"),
+    ("Llama 2 70B LoRA fine-tuning", 2.2, MLPERF, "llama70b"),
     ("Llama 2 70B LoRA fine-tuning", 2.2, MLPERF, "llama"),
+    ("Stable Diffusion v2", 1.7, MLPERF, "unet_sd"),
     ("Stable Diffusion v2", 1.7, MLPERF, "unet"),
 )
 TRACES = {
     "bert": ("BERT-like b32 s128 bf16", "{shared}/data/traces/h100-sxm/bert_b32_s128_amp.pt.trace.json.gz"),
     "resnet50": ("ResNet-50 b64 bf16 channels-last", "{shared}/data/traces/h100-sxm/resnet50_b64_amp.pt.trace.json.gz"),
     "gpt2": ("GPT-2 small b8 s1024 bf16", "{shared}/data/traces/h100-sxm/gpt2_b8_s1024_amp.pt.trace.json.gz"),
+    # the MLPerf LLM steps at their own width, two layers of each (benchmarks/collect/workloads.py, 2026-12-06)
+    "gpt3": ("2 GPT-3 175B-wide layers (d12288) b1 s2048 bf16, AdamW",
+             "{root}/benchmarks/traces/h100-sxm/gpt3_layers_d12288_l2_b1_s2048_bf16.pt.trace.json.gz"),
+    "llama70b": ("2 Llama 2 70B-wide layers (d8192) b1 s8192 bf16, base frozen",
+                 "{root}/benchmarks/traces/h100-sxm/llama70b_lora_layers_d8192_l2_b1_s8192_bf16.pt.trace.json.gz"),
     "llama": ("LLaMA-style d1024 l8 b4 s1024 bf16",
               "{root}/benchmarks/traces/h100-sxm/llama_d1024_l8_b4_s1024_bf16.pt.trace.json.gz"),
     "unet": ("diffusion UNet c128 b16 64px AMP", "{root}/benchmarks/traces/h100-sxm/unet_c128_b16_64px_amp.pt.trace.json.gz"),
+    "unet_sd": ("SD v2-wide UNet c320 (1,2,4,4) b8 64px latents AMP",
+                "{root}/benchmarks/traces/h100-sxm/unet_sd_c320_b8_64px_amp.pt.trace.json.gz"),
     "tf32_mlp": ("TF32 MLP w4096 b8192", "{root}/benchmarks/traces/h100-sxm/tf32_mlp_w4096_b8192.pt.trace.json.gz"),
 }
 
