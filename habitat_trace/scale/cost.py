@@ -149,6 +149,24 @@ def _conv_arg(name: str, concrete: tuple, what: str, nd: int) -> list[int]:
     return vals if len(vals) == nd and all(v > 0 for v in vals) else [1] * nd
 
 
+ATTENTION_TILE = 128  # query rows per thread block of FlashAttention-2/3 and cuDNN's fused attention kernels
+
+
+def attention_tiles(name: str, dims: Any) -> float:
+    """Output tiles of a fused attention op (FlashAttention, cuDNN, memory-efficient): B x H x ceil(L_q / 128), the
+    blocks its kernel spreads over the SMs (Dao, "FlashAttention-2", 2023, sec. 3.2: one block per 128 query rows of
+    one head; the backward's per key block, the same count for self-attention); NaN for other ops or unknown shapes."""
+    if not (name in ATTENTION_CAUSAL_ARG or "attention" in name):
+        return math.nan
+    frozen = _freeze(_list(dims))
+    shapes = [d for d in frozen if _is_shape(d) and len(d) == 4]
+    q = shapes[1] if "backward" in name and len(shapes) >= 4 else shapes[0] if len(shapes) >= 3 else None
+    if q is None:
+        return math.nan
+    b, h, lq = (q[0], q[2], q[1]) if name in SEQUENCE_MAJOR_ATTENTION else (q[0], q[1], q[2])
+    return float(b * h * math.ceil(lq / ATTENTION_TILE))
+
+
 def _attention_flops(name: str, dims: tuple, concrete: tuple) -> float:
     shapes = [d for d in dims if _is_shape(d) and len(d) == 4]
     backward = "backward" in name
@@ -192,9 +210,16 @@ def in_place_write_bytes(name: str, dims: Any, types: Any) -> float:
     if not name.endswith("_"):
         return 0.0
     dims, types = _list(dims), _list(types)
-    if not dims or not types or not _is_shape(_freeze(dims[0])):
+    if not dims or not types:
         return math.nan
-    return float(_numel(_freeze(dims[0])) * DTYPE_BYTES.get(str(types[0]), 0))
+    self_dims: Any = _freeze(dims[0])
+    if str(types[0]) == "TensorList" and _is_shape_list(self_dims):
+        # a foreach op's self tensors (the optimizers' _foreach_mul_, _foreach_addcdiv_, ...): Kineto records no dtype
+        # for a TensorList, so 4 bytes an element as _io_bytes counts its inputs
+        return float(sum(_numel(x) for x in self_dims) * 4)
+    if not _is_shape(self_dims):
+        return math.nan
+    return float(_numel(self_dims) * DTYPE_BYTES.get(str(types[0]), 0))
 
 
 def _gemm_operands(name: str, dims: tuple) -> Optional[tuple[tuple, tuple]]:

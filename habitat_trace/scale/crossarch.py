@@ -51,8 +51,16 @@ The soft split calls a GEMM that runs at 60-75% of its GPU's sustained rate ~100
 Where the target does more math per SM-clock than the origin that is far too slow: NeuSight's P100/V100/A100 SGEMMs of
 >= 0.1 ms came out 1.4-1.7x too slow on our H100 (twice the FP32 lanes per SM; benchmarks/crossarch/gemm_kernels.py),
 and an H100's TF32 GEMMs 1.2x faster on a B200 (twice the tensor rate per SM-clock) where the rates say 2.2x
-(docs/accuracy.md "Blackwell"). Convolution and attention kernels keep the soft overlap (chosen on the timm dev split,
-where eager convolutions run at a quarter of the H100's peak and are not tile-bound).
+(docs/accuracy.md "Blackwell"). Convolution kernels keep the soft overlap (chosen on the timm dev split,
+where eager convolutions run at a quarter of the H100's peak and are not tile-bound). A fused attention kernel on the
+tensor cores (FlashAttention, cuDNN, memory-efficient) is tiled like a GEMM, one block per 128 query rows of one head
+(Dao, "FlashAttention-2", 2023, sec. 3.2; cost.attention_tiles), and takes the GEMM rule with those tiles (issue 32,
+2026-12-06): the soft overlap had called cuDNN's attention of a Llama 2 70B-wide step at seq 8192, 0.7 of the H100's
+BF16 rate, latency, and moved it 0.87x to a B200 (SMs x clock) where its rate is 2.2x; it now moves 0.46x. To the
+mma.sync GPUs (GeForce, A100, V100) it keeps the soft overlap by the rule below, so the timm dev split does not move.
+A split-K GEMM (more CTAs than output tiles: CUTLASS and cuBLAS's sm80 kernels put the K slices in gridDim.z) has that
+many times its tiles of work to spread over the SMs (``split_k``), or its last-wave efficiency is its output tiles'
+alone: a 256 x 256 x 200,000 weight gradient, 16 tiles of 64 on 132 SMs, 0.12, where CUTLASS ran it as 66 K slices.
 Which GPU runs that work in series is a property of its pipe (rates.serial_pipes: CUDA cores with 32 FP32 lanes per
 single-dispatch scheduler, Hopper/Blackwell tensor cores). On a GPU whose pipe is serial, the time beyond the rate is
 that in-series work, and on a target whose pipe is not, it overlaps the math there: such a GEMM (serial origin pipe,
@@ -79,12 +87,26 @@ fraction and A the mean slope of log e on one GPU against another (every ordered
 mean: log e has a long left tail (skew -2.2 / -1.8, short-K shapes) that puts the mean of logs at the 30th / 35th
 percentile. A GEMM measured above its GPU's sustained rate (e > 1, the rate being the p90 of large GEMMs) ran above the
 clock its power limit sustains (a call started on an idle GPU: the T4 runs its first 0.7 ms at 1.35x its sustained rate,
-benchmarks/crossarch/boost_window.py), so the target's compute stays at its own rate rather than the origin's fit.
+benchmarks/crossarch/boost_window.py), so the target's compute stays at its own rate rather than the origin's fit, but
+only as far as the origin's clock can rise: sustained over peak clock (``Rates.clock_headroom``: the T4's 900 of 1590
+MHz, 1 on a GPU that holds its boost). What the fit says beyond that is the op's cost overstating the kernel (split K,
+an L2 that served the operands), which the target shares (issue 32, 2026-12-06: an H100's split-K weight gradient had
+come out 7.9x slower on a B200; NeuSight's shapes of >= 0.1 ms to our H100 14.7% -> 14.8%, between the five 16.7% ->
+16.5%).
 Neither applies on one chip (``same_kernels``: the same library runs the same kernels) nor to tensor-core GEMMs (no
 cross-chip per-kernel data here to measure them on). On NeuSight's shapes of >= 0.1 ms on our H100: 17.7% -> 15.1%
 median (with each GPU left out of E and A, each GPU's rows within 0.4 points of that); between the five 18.4% -> 17.7%
 (benchmarks/crossarch/gemm_efficiency.py --loo, gemm_kernels.py); with the T4's boost window taken out of its one-call
 timings, 14.8% and 16.6%.
+
+Default shares (issue 32, 2026-12-06). A kernel whose op's bytes are unknown (a foreach optimizer whose TensorList
+shapes Kineto left out, as it does for long lists; a kernel without its op) takes its class's shares of its time,
+0.8 DRAM / 0.2 latency for streaming kernels, 0.5 compute / 0.2 DRAM / 0.3 latency for library ones. Taken as parts of
+the P-norm they would leave the remainder, (1 - 0.8^10)^(1/10) = 0.99 of the time, as latency: an AdamW step moved at
+SMs x clock (0.89x on a B200 with 2.2x the bandwidth). So the shares are scaled together until their overlap is the
+measured time (``default_share_scale``): the streaming kernel's DRAM time is then its whole time and its latency a
+quarter of it. A foreach op's own TensorList shapes, where recorded, give its bytes (cost.in_place_write_bytes: its
+self tensors written back, which had made them unknown).
 
 L2 (the issue's "L2 decides what reaches DRAM"): a kernel whose working set (its op's bytes) fits in a GPU's L2 is
 served from there: r_g = 1 / (1 + (bytes / (L2_SHARE · L2_g))^4), a smooth step at half the L2 (on A100 and H100
@@ -198,14 +220,24 @@ def predict_ns(work: Work, ro: Rates, rt: Rates, same_kernels: bool = False) -> 
     known = np.isfinite(nbytes)
     res_o, res_t = l2_resident(nbytes, ro), l2_resident(nbytes, rt)
     m_o = np.where(known, nbytes * (1 - res_o) / ro.dram_gbs, work.memory_default * t_o)
+    # without the op's bytes the class default shares of compute, DRAM and the rest (latency) stand in; scaled
+    # together so that their overlap makes the measured time (module doc, "Default shares"), or a streaming kernel's
+    # 0.8 of DRAM time would leave the P-norm's remainder, 0.99 of it, as latency, moved at SMs x clock
+    k = np.where(known, 1.0, default_share_scale(c_o / t_o, work.memory_default))
+    flops_unknown = ~np.isfinite(np.asarray(work.flops, float))
+    m_o = m_o * k
+    c_o, c_t = np.where(flops_unknown, c_o * k, c_o), np.where(flops_unknown, c_t * k, c_t)
     m_t = np.where(known, nbytes * (1 - res_t) * work.width / rt.dram_gbs, m_o * ro.dram_gbs / rt.dram_gbs * work.width)
     # the op's cost says more than was measured: shrink compute and DRAM time together until they fit
     fit = np.minimum(1.0, t_o / np.maximum(_norm(c_o, m_o), 1e-9))
     additive = gemm_with_shapes(work) & (in_series(rt, work.pipe_target) | ~in_series(ro, work.pipe))
     # the target's library picks its own kernel for a CUDA-core GEMM (module doc, "Kernel choice"); one measured above
-    # its GPU's sustained rate ran above the sustained clock, which the target's compute does not inherit
+    # its GPU's sustained rate ran above the sustained clock, which the target's compute does not inherit, but only as
+    # far as the origin's clock can rise above its sustained one: the rest is the op's cost overstating the kernel
+    # (K split over more CTAs than output tiles, an L2 that served the operands), which the target shares
     chosen = additive & simt_gemm(work) & (not same_kernels)
-    c_o, m_o, c_t, m_t = c_o * fit, m_o * fit, c_t * np.where(chosen, 1.0, fit), m_t * fit
+    inherited = np.where(chosen, np.minimum(1.0, fit / ro.clock_headroom), fit)
+    c_o, m_o, c_t, m_t = c_o * fit, m_o * fit, c_t * inherited, m_t * fit
     soft = np.maximum(t_o ** P - c_o ** P - m_o ** P, 0.0) ** (1 / P)
     l_o = np.where(additive, np.maximum(np.maximum(t_o ** P - m_o ** P, 0.0) ** (1 / P) - c_o, 0.0), soft)
     # latency work moves with SMs x clock; a GEMM's time beyond its rate is one wave's fill and drain (latency) and,
@@ -223,6 +255,15 @@ def predict_ns(work: Work, ro: Rates, rt: Rates, same_kernels: bool = False) -> 
     # in the memory part, beside the DRAM time those bytes no longer take: never more memory time than before
     m_t = m_t + np.minimum(gained / l2_bw, gained / rt.dram_gbs)
     return combine(c_t, m_t, l_t, additive), Parts(c_o, m_o, l_o, additive)
+
+
+def default_share_scale(compute: np.ndarray, memory: np.ndarray) -> np.ndarray:
+    """The factor that turns a kernel's default shares of its time (compute, DRAM, and the rest as latency, adding to
+    1) into parts whose overlap, (c^P + m^P + l^P)^(1/P), is the whole time: 1 / that norm of the shares, so the
+    three keep their proportions (a streaming kernel's 0.8 / 0.2 of DRAM and latency: DRAM time 1.0, latency 0.25)."""
+    c = np.clip(np.asarray(compute, float), 0.0, 1.0)
+    m = np.clip(np.asarray(memory, float), 0.0, 1.0)
+    return 1.0 / np.maximum(_norm(c, m, np.maximum(1.0 - c - m, 0.0)), 1e-9)
 
 
 def gemm_with_shapes(work: Work) -> np.ndarray:
@@ -264,6 +305,17 @@ def gemm_waves(tiles: np.ndarray, sms: float) -> np.ndarray:
     the tiles are unknown."""
     w = np.asarray(tiles, float) / sms
     return np.where(np.isfinite(w) & (w > 0), np.maximum(np.ceil(w - 1e-9), 1.0), 1.0)
+
+
+def split_k(b: np.ndarray, grid_z: np.ndarray) -> np.ndarray:
+    """How many ways a GEMM kernel's launch splits K: its grid's z extent over the batch count B where that is a
+    whole multiple above 1 (CUTLASS and cuBLAS's sm80 kernels put split-K slices in gridDim.z, and batches there too:
+    a 256 x 256 x 200,000 weight gradient runs as 2 tiles x 66 K-slices, grid [2, 1, 66], to fill an H100's 132
+    SMs), else 1. A split GEMM has that many times its output tiles of work to spread over the SMs, so its last-wave
+    efficiency is the split's, not its output tiles' (16 of 64: 0.12 of an H100)."""
+    b, z = np.asarray(b, float), np.nan_to_num(np.asarray(grid_z, float), nan=0.0)
+    ratio = z / np.maximum(b, 1.0)
+    return np.where((ratio > 1) & (np.abs(ratio - np.round(ratio)) < 1e-9), np.round(ratio), 1.0)
 
 
 def wave_efficiency(tiles: np.ndarray, sms: float) -> np.ndarray:

@@ -22,7 +22,7 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import KernelTables as Tables
 from habitat_trace.ingest.trace import derived
 from habitat_trace.scale import collective, crossarch, learned, vendor, wave
-from habitat_trace.scale.facts import (ELEMENT_BYTES, costs, gemm_kernel_shapes, in_place_bytes, kernel_facts, twins,
+from habitat_trace.scale.facts import (ELEMENT_BYTES, attention_tiles, costs, gemm_kernel_shapes, in_place_bytes, kernel_facts, twins,
                                        name_matches, trace_shapes)
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
@@ -239,10 +239,15 @@ def _cross_chip_origin_work(trace: Tables) -> tuple[crossarch.Work, np.ndarray]:
     pipe = np.where(native, "fp32", np.array(pipes, dtype=object)).astype(object)
     rows, bmnk, _ = gemm_kernel_shapes(trace, np.ones(len(g), dtype=bool))
     tiles = np.full(len(g), np.nan)
-    tiles[rows] = crossarch.gemm_tiles(bmnk[0], bmnk[1], bmnk[2], pipe[rows] != "fp32")
+    tiles[rows] = crossarch.gemm_tiles(bmnk[0], bmnk[1], bmnk[2], pipe[rows] != "fp32") * crossarch.split_k(
+        bmnk[0], g[S.GRID_Z].to_numpy()[rows])
     batched = np.zeros(len(g), dtype=bool)
     batched[rows] = bmnk[0] > 1
     src = twins(trace)  # a kernel without its op takes its twin's FLOPs, bytes and pipe
+    # a fused attention kernel on the tensor cores is tiled like a GEMM (cost.attention_tiles): its time beyond its
+    # rate adds to the math the same way (crossarch module doc)
+    attn = np.where(library & ~helper & ~native & (pipe != "fp32"), attention_tiles(trace), np.nan)[src]
+    tiles = np.where(np.isnan(tiles), attn, tiles)
     flops_k = np.where(library, sh.share * flops, 0.0)[src]
     work = crossarch.Work(t_origin=sh.t_origin, flops=flops_k, nbytes=nbytes[src], pipe=pipe[src],
                           pipe_target=pipe[src], width=np.ones(len(g)), tiles=tiles,

@@ -17,6 +17,7 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import KernelTables as Tables
 from habitat_trace.ingest.trace import derived
 from habitat_trace.scale import crossarch, occupancy, wave
+from habitat_trace.scale.cost import attention_tiles as cost_attention_tiles
 from habitat_trace.scale.cost import gemm_dims, in_place_write_bytes, op_cost, tensor_dtype_from_kernel
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.prediction import KernelFacts
@@ -299,6 +300,22 @@ def _costs(trace: Tables) -> tuple[np.ndarray, np.ndarray, list[str]]:
     flops.setflags(write=False)
     nbytes.setflags(write=False)
     return flops, nbytes, pipes
+
+
+def attention_tiles(trace: Tables) -> np.ndarray:
+    """Per GPU event: the output tiles of its op where that is a fused attention op (cost.attention_tiles), else
+    NaN; built once per trace, read-only."""
+    return derived(trace, _attention_tiles)
+
+
+def _attention_tiles(trace: Tables) -> np.ndarray:
+    g, ops = trace.gpu, trace.ops
+    op = g[S.OP].to_numpy()
+    names, dims = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy()
+    cache = per_op(op, lambda o: cost_attention_tiles(str(names[o]), dims[o]), (names, dims))
+    out = np.array([cache.get(o, np.nan) for o in op.tolist()], dtype=np.float64)
+    out.setflags(write=False)
+    return out
 
 
 def per_op(op: np.ndarray, of: Callable[[int], T], columns: tuple[np.ndarray, ...]) -> dict[int, T]:

@@ -90,6 +90,14 @@ class Rates:
     fallbacks: tuple[str, ...] = ()
     serial_pipes: frozenset[str] = frozenset()  # pipes whose GEMM work beyond the math runs in series (module doc)
     tensor_clock_mhz: float | None = None  # SM clock under tensor-core load where lower than clock_mhz (module doc)
+    peak_clock_mhz: float | None = None  # the fastest a kernel can run: boost, or the sustained clock where above it
+
+    @property
+    def clock_headroom(self) -> float:
+        """Sustained over peak clock (<= 1): how far above its sustained rate a kernel can run on this GPU because a
+        call started at a clock the power limit does not hold (the T4's 900 of 1590 MHz: 0.57), 1 where the GPU holds
+        its boost."""
+        return min(1.0, self.clock_mhz / self.peak_clock_mhz) if self.peak_clock_mhz else 1.0
 
     def pipe_tflops(self, pipe: str) -> float:
         """The sustained rate of a pipe: a tensor dtype, else the CUDA cores ("fp32", and AMD's "matrix-fp32")."""
@@ -134,7 +142,7 @@ def rates(spec: GpuSpec) -> Rates:
         simt = FP32_GEMM_SUSTAINED_FRACTION * spec.fp32_tflops
     clock = _clock_mhz(spec, phi, missing)
     return Rates(tensor, simt, _dram_gbs(spec, missing), clock, spec.sms, spec.l2_cache_mib * 2**20, tuple(missing),
-                 serial_pipes(spec), _tensor_clock_mhz(spec, clock))
+                 serial_pipes(spec), _tensor_clock_mhz(spec, clock), max(clock, spec.boost_clock_mhz))
 
 
 def serial_pipes(spec: GpuSpec) -> frozenset[str]:
