@@ -310,10 +310,14 @@ def attention_tiles(trace: Tables) -> np.ndarray:
 
 def _attention_tiles(trace: Tables) -> np.ndarray:
     g, ops = trace.gpu, trace.ops
-    op = g[S.OP].to_numpy()
+    # only attention kernels' ops are read (a million-event trace has a handful of them or none)
+    op = np.where(g[S.KCLASS].to_numpy() == K.ATTENTION, g[S.OP].to_numpy(), -1)
     names, dims = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy()
     cache = per_op(op, lambda o: cost_attention_tiles(str(names[o]), dims[o]), (names, dims))
-    out = np.array([cache.get(o, np.nan) for o in op.tolist()], dtype=np.float64)
+    by_op = np.full(len(ops) + 1, np.nan)  # the last slot answers op -1 (no op)
+    for o, tiles in cache.items():
+        by_op[o] = tiles
+    out = by_op[np.where(op >= 0, op, len(ops))]
     out.setflags(write=False)
     return out
 
