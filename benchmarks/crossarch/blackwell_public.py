@@ -3,13 +3,14 @@
     python benchmarks/crossarch/blackwell_public.py [--shared ../shared] [--bert-large TRACE] [--lambda DIR] [--no-write]
 
 Each public figure is a B200-over-H100 speed-up per GPU; the prediction is the ratio of compare's GPU busy time on the
-H100 (the origin row) and on the B200 (and GB200) from the trace named beside it. The traces are small steps in
-bf16/TF32 where MLPerf's LLM runs use FP8 at scale, so each line compares a different step: the table says how far,
-not why. The three MLPerf figures have two traces each: one at the benchmark model's width (two GPT-3 175B layers, d12288,
+H100 (the origin row) and on the B200 (and GB200) from the trace named beside it. The traces are steps in bf16/TF32
+where MLPerf's LLM runs use FP8 at scale, so each line compares a different step: the table says how far, not why.
+The three MLPerf figures have two traces each: one at the benchmark model's width (two GPT-3 175B layers, d12288,
 seq 2048, AdamW; two Llama 2 70B layers, d8192, seq 8192, base frozen as LoRA's backward; a UNet at SD v2's 320
-channels on 64x64 latents) and the small steps the table used before (GPT-2 small, a d1024 LLaMA, a 128-channel UNet). The wide traces were recorded on our H100 on
-2026-12-06 by benchmarks/collect/collect_traces.py (their un-profiled steps: benchmarks/results/
-mlperf_width_h100_measured.jsonl). ``--bert-large``: a BERT-large step (the 2x H100 run's one-GPU bert_large_b8_s256_amp, not in ../shared).
+channels on 64x64 latents), recorded on our H100 on 2026-12-06 by benchmarks/collect/collect_traces.py (their
+un-profiled steps: benchmarks/results/mlperf_width_h100_measured.jsonl), and the small steps the table used before
+(GPT-2 small, a d1024 LLaMA, a 128-channel UNet). ``--bert-large``: a BERT-large step (the 2x H100 run's one-GPU
+bert_large_b8_s256_amp, not in ../shared).
 ``--lambda DIR``: collect_lambda.py's H100 recordings of Lambda's own steps (lambda_published.py --traces); each Lambda
 figure then uses the step at the H100 row's batch on both GPUs, so per sample is per step.
 Writes benchmarks/results/blackwell_public.md.

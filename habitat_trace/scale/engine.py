@@ -22,8 +22,8 @@ from habitat_trace.ingest import schema as S
 from habitat_trace.ingest.trace import KernelTables as Tables
 from habitat_trace.ingest.trace import derived
 from habitat_trace.scale import collective, crossarch, learned, vendor, wave
-from habitat_trace.scale.facts import (ELEMENT_BYTES, attention_tiles, costs, gemm_kernel_shapes, in_place_bytes, kernel_facts, twins,
-                                       name_matches, trace_shapes)
+from habitat_trace.scale.facts import (ELEMENT_BYTES, attention_tiles, costs, gemm_kernel_shapes, in_place_bytes,
+                                       kernel_facts, name_matches, trace_shapes, twins)
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
 from habitat_trace.scale.rates import power_fraction, rates, tensor_fraction
