@@ -13,8 +13,9 @@ Each phase runs one load back to back for ``--seconds`` while ``nvidia-smi`` sam
   ``bert_large_tf32``; ``resnet50_infer_amp``: ResNet-50 inference at batch 1024 (timm's tables);
 - the GEMM-heavy steps (whether tensor-core work in a real step runs at the clock a matmul is held to):
   ``vit_base_infer_amp`` (timm's ViT-B/16 inference, fp16 autocast, batch 1024), ``vit_base_train_amp`` (its training
-  step, batch 256, fused AdamW) and ``gpt2_medium_train_bf16`` (GPT-2 medium language-model training, seq 1024,
-  batch 16, bf16 autocast, fused AdamW);
+  step, batch 256, fused AdamW), ``gpt2_medium_train_bf16`` (GPT-2 medium language-model training, seq 1024,
+  batch 16, bf16 autocast, fused AdamW), and the MLPerf-width steps of workloads.py, ``gpt3_layers_train_bf16`` and
+  ``llama70b_lora_train_bf16`` (two GPT-3 175B-wide layers with AdamW; two Llama 2 70B-wide layers, base frozen);
 - ``idle``: nothing (the clock the GPU rests at).
 The first 2 s of each phase are left out of the clock and power statistics (the ramp), and 3 s of idle separate the
 phases. Writes DIR/clock_under_load.csv (one row per phase: median, p10 and p90 SM clock in MHz, median power in W,
@@ -187,6 +188,14 @@ def gpt2_medium_train_bf16() -> tuple[Callable[[], None], float]:
     return step, 1.0
 
 
+def collector_workload(name: str) -> tuple[Callable[[], None], float]:
+    """A training step of benchmarks/collect/workloads.py (the traces' own builders), one step per call."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from workloads import WORKLOADS
+    return WORKLOADS[name].build(torch.device("cuda"), False).step, 1.0
+
+
 def summarize(rows: list[dict[str, str]], phase: str, t_start: float) -> dict[str, object]:
     got = [r for r in rows if r["phase"] == phase and float(r["wall"]) >= t_start + RAMP_S]
     clocks = sorted(float(r["sm_mhz"]) for r in got if r["sm_mhz"].replace(".", "").isdigit())
@@ -222,6 +231,9 @@ def main() -> None:
         ("vit_base_infer_amp", vit_base_infer_amp, "steps/s"),
         ("vit_base_train_amp", vit_base_train_amp, "steps/s"),
         ("gpt2_medium_train_bf16", gpt2_medium_train_bf16, "steps/s"),
+        ("gpt3_layers_train_bf16", lambda: collector_workload("gpt3_layers_d12288_l2_b1_s2048_bf16"), "steps/s"),
+        ("llama70b_lora_train_bf16", lambda: collector_workload("llama70b_lora_layers_d8192_l2_b1_s8192_bf16"),
+         "steps/s"),
     ]
     if a.only:
         phases = [p for p in phases if p[0] in a.only.split(",")]

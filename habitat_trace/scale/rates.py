@@ -32,8 +32,11 @@ limit: its fraction of the datasheet peak, phi, says how far the limit holds the
 - tensor-core work never above the clock its datasheet tensor peaks are quoted at (``tensor_clock_mhz_implied``,
   ``Rates.tensor_clock_mhz``: Hopper and data-center Blackwell, whose FP32 peak is quoted at the boost clock and whose
   tensor peaks at a lower one, e.g. the H100 SXM's 989.4 TFLOP/s = 132 SMs x 4,096 FLOP x 1.83 GHz against 1.98 GHz):
-  NVIDIA rates those boards' tensor math at the clock their power limit holds under it. CUDA-core work keeps the
-  clock the FP32 peak is quoted at (``Rates.sm_ghz_on``: per kernel, by its pipe).
+  NVIDIA rates those boards' tensor math at the clock their power limit holds under it (our H100, 2026-12-06: steps
+  made mostly of large GEMMs, ViT-B inference and MLPerf-width LLM training, at 1480-1780 MHz under its 700 W cap;
+  training steps with memory-bound work between their GEMMs at 1950-1980; benchmarks/results/
+  clock_under_load_h100.csv). CUDA-core work keeps the clock the FP32 peak is quoted at (``Rates.sm_ghz_on``: per
+  kernel, by its pipe).
 A what-if entry that lowers a GPU's power limit (``base`` + a smaller ``tdp_w``, scale/specs.py) lowers its clock by
 (P_new / P_base)^(1/3), the same law, so a lower limit is never faster (tests/test_crossarch.py, from any origin and
 through every method: a what-if's FP32 GEMMs that the learned model predicts on its base go there first, then to the
