@@ -60,12 +60,17 @@ def _torchvision_models():  # imported lazily: the CPU test environment has no t
 
 
 # ---------------------------------------------------------------- builders
-def _bf16_llm(dev: torch.device, sizes: tuple[int, ...], note: str,
-              trains: Callable[[str], bool] | None = None) -> Built:
+def _llm_step(dev: torch.device, sizes: tuple[int, ...], note: str,
+              trains: Callable[[str], bool] | None = None, fp8: bool = False) -> Built:
     """An M.Llama language-model training step in bf16 weights with AdamW, of (vocab, d, heads, layers, FFN, batch,
-    seq); ``trains``: the parameters (by name) that train, the rest frozen (None: all)."""
+    seq); ``trains``: the parameters (by name) that train, the rest frozen (None: all); ``fp8``: the decoder layers'
+    linears through _FP8Linear."""
     vocab, d, heads, layers, ffn, bs, seq = sizes
     model = M.Llama(vocab, d, heads, layers, ffn, seq).to(dev, torch.bfloat16)
+    if fp8:
+        for block in model.blocks:
+            for lin in (m for m in block.modules() if isinstance(m, nn.Linear)):
+                lin.forward = (lambda x, w=lin.weight: _FP8Linear.apply(x, w))  # type: ignore[method-assign]
     for name, p in model.named_parameters():
         p.requires_grad_(trains is None or trains(name))
     idx = torch.randint(0, vocab, (bs, seq), device=dev)
@@ -74,7 +79,7 @@ def _bf16_llm(dev: torch.device, sizes: tuple[int, ...], note: str,
 
 
 def llama(dev: torch.device, tiny: bool) -> Built:
-    return _bf16_llm(dev, (256, 64, 4, 2, 128, 2, 32) if tiny else (32000, 1024, 16, 8, 2816, 4, 1024),
+    return _llm_step(dev, (256, 64, 4, 2, 128, 2, 32) if tiny else (32000, 1024, 16, 8, 2816, 4, 1024),
                      "bf16 weights, AdamW")
 
 
@@ -82,7 +87,7 @@ def gpt3_layers(dev: torch.device, tiny: bool) -> Built:
     """Two decoder layers at GPT-3 175B's width (d 12288, 96 heads of 128; a SwiGLU MLP of 32768, the FLOPs of GPT-3's
     4d GELU MLP), seq 2048, batch 1, bf16 weights and AdamW: MLPerf Training's GPT-3 175B step, one GPU's layers of
     it (the benchmark shards 96 such layers over many GPUs, in FP8), for the public B200 figures (issue 32)."""
-    return _bf16_llm(dev, (256, 64, 4, 1, 128, 1, 32) if tiny else (32000, 12288, 96, 2, 32768, 1, 2048),
+    return _llm_step(dev, (256, 64, 4, 1, 128, 1, 32) if tiny else (32000, 12288, 96, 2, 32768, 1, 2048),
                      "bf16 weights, AdamW; 2 of 96 layers")
 
 
@@ -91,7 +96,7 @@ def llama70b_lora_layers(dev: torch.device, tiny: bool) -> Built:
     groups its keys and values 8 ways), seq 8192, batch 1, bf16, base weights frozen: MLPerf Training's Llama 2 70B
     LoRA step (seq 8192), whose backward computes the activation gradients through every layer and no weight gradient
     of the base (the adapters, rank 16, are < 0.1% of its FLOPs: here the norms stand in as what trains)."""
-    return _bf16_llm(dev, (256, 64, 4, 1, 128, 1, 32) if tiny else (32000, 8192, 64, 2, 28672, 1, 8192),
+    return _llm_step(dev, (256, 64, 4, 1, 128, 1, 32) if tiny else (32000, 8192, 64, 2, 28672, 1, 8192),
                      "bf16, base frozen (norms train), multi-head attention; 2 of 80 layers",
                      trains=lambda name: ".n1." in name or ".n2." in name)
 
@@ -231,6 +236,67 @@ def fp8_mlp(dev: torch.device, tiny: bool) -> Built:
     return Built(step, "fp8 e4m3 per-tensor scales, inference")
 
 
+E5M2_MAX = 57344.0  # largest finite float8_e5m2 value (gradients: range over precision, as Transformer Engine's recipe)
+
+
+def _fp8(t: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-tensor scaled FP8 (e4m3 for activations and weights, e5m2 for gradients) and the inverse scale."""
+    top = E4M3_MAX if dtype == torch.float8_e4m3fn else E5M2_MAX
+    scale = top / t.abs().amax().float().clamp(min=1e-12)
+    return (t.float() * scale).to(dtype), scale.reciprocal()
+
+
+def _col_major(t: torch.Tensor) -> torch.Tensor:
+    """The same matrix stored column-major, the layout torch._scaled_mm wants for its second operand."""
+    return t.t().contiguous().t()
+
+
+class _FP8Linear(torch.autograd.Function):
+    """y = x W^T with every GEMM in FP8 through torch._scaled_mm (forward e4m3 x e4m3, the input gradient e5m2 x e4m3,
+    the weight gradient e5m2 x e4m3 where the weight trains), bf16 out: the GEMMs of an FP8 training step."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        x2 = x.reshape(-1, x.shape[-1])
+        (xq, xs), (wq, ws) = _fp8(x2), _fp8(w)
+        y = torch._scaled_mm(xq, wq.t(), scale_a=xs, scale_b=ws, out_dtype=torch.bfloat16)
+        ctx.save_for_backward(xq, xs, wq, ws)
+        ctx.shape = x.shape
+        return y.reshape(*x.shape[:-1], w.shape[0])
+
+    @staticmethod
+    def backward(ctx, gy: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:  # type: ignore[override]
+        xq, xs, wq, ws = ctx.saved_tensors
+        gq, gs = _fp8(gy.reshape(-1, gy.shape[-1]), torch.float8_e5m2)
+        gx = torch._scaled_mm(gq, _col_major(wq), scale_a=gs, scale_b=ws, out_dtype=torch.bfloat16)
+        gw = None
+        if ctx.needs_input_grad[1]:
+            gw = torch._scaled_mm(gq.t().contiguous(), _col_major(xq), scale_a=gs, scale_b=xs,
+                                  out_dtype=torch.bfloat16)
+        return gx.reshape(ctx.shape), gw
+
+
+def _fp8_llm(dev: torch.device, tiny: bool, sizes: tuple[int, ...], note: str,
+             trains: Callable[[str], bool] | None = None) -> Built:
+    """_llm_step with the decoder layers' linears in FP8 (_FP8Linear) on sm89+; bf16 where FP8 is unavailable."""
+    if dev.type != "cuda" or torch.cuda.get_device_capability(dev) < FP8_MIN_CAPABILITY:
+        return _llm_step(dev, sizes, note + "; fp8 unavailable here: bf16 linears", trains)
+    return _llm_step(dev, sizes, note, trains, fp8=True)
+
+
+def gpt3_layers_fp8(dev: torch.device, tiny: bool) -> Built:
+    """gpt3_layers with the decoder layers' GEMMs in FP8, as MLPerf's GPT-3 submissions run them."""
+    return _fp8_llm(dev, tiny, (256, 64, 4, 1, 128, 1, 32) if tiny else (32000, 12288, 96, 2, 32768, 1, 2048),
+                    "fp8 e4m3/e5m2 layer GEMMs, bf16 weights, AdamW; 2 of 96 layers")
+
+
+def llama70b_lora_layers_fp8(dev: torch.device, tiny: bool) -> Built:
+    """llama70b_lora_layers with the decoder layers' GEMMs in FP8, as MLPerf's Llama 2 70B LoRA submissions run them."""
+    return _fp8_llm(dev, tiny, (256, 64, 4, 1, 128, 1, 32) if tiny else (32000, 8192, 64, 2, 28672, 1, 8192),
+                    "fp8 e4m3/e5m2 layer GEMMs, base frozen (norms train); 2 of 80 layers",
+                    trains=lambda name: ".n1." in name or ".n2." in name)
+
+
 def cudagraph_llama(dev: torch.device, tiny: bool) -> Built:
     """A whole training step (forward, backward, capturable AdamW) captured once and replayed as a CUDA graph."""
     vocab, d, heads, layers, ffn, bs, seq = (256, 64, 4, 1, 128, 2, 32) if tiny else (32000, 768, 12, 6, 2048, 8, 512)
@@ -286,4 +352,6 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("gpt3_layers_d12288_l2_b1_s2048_bf16", gpt3_layers, 45),
     Workload("llama70b_lora_layers_d8192_l2_b1_s8192_bf16", llama70b_lora_layers, 45),
     Workload("unet_sd_c320_b8_64px_amp", unet_sd, 45),
+    Workload("gpt3_layers_d12288_l2_b1_s2048_fp8", gpt3_layers_fp8, 45),
+    Workload("llama70b_lora_layers_d8192_l2_b1_s8192_fp8", llama70b_lora_layers_fp8, 45),
 ]}
