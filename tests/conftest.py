@@ -76,3 +76,13 @@ def imports_torch(code: str) -> bool:
     out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys; print('torch' in sys.modules)"], cwd=ROOT,
                          capture_output=True, text=True, check=True)
     return out.stdout.strip().splitlines()[-1] == "True"
+
+
+def benchmark_module(path: str) -> Any:
+    """A benchmark script (``benchmarks/...py``, a path under the repository) imported as a module, for tests of what
+    it computes."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
+    assert spec is not None and spec.loader is not None, path
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from habitat_trace.scale.cost import attention_tiles, in_place_write_bytes, op_cost, tensor_dtype_from_kernel
+from habitat_trace.scale.cost import (attention_tiles, foreach_byte_scale, in_place_write_bytes, op_cost,
+                                      tensor_dtype_from_kernel)
 
 F, BF = "float", "c10::BFloat16"
 
@@ -98,3 +99,17 @@ def test_a_foreach_ops_self_tensors_are_written_back() -> None:
 def test_attention_tiles(name: str, dims: list, tiles: float) -> None:
     got = attention_tiles(name, dims)
     assert got == tiles or (math.isnan(tiles) and math.isnan(got))
+
+
+@pytest.mark.parametrize("kernel,scale", [
+    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+     "TensorListMetadata<3>, at::native::(anonymous namespace)::BinaryOpScalarFunctor<c10::BFloat16, 3, 1, 1>, "
+     "std::plus<float>, float>(T1, T2, T3, T4)", 0.5),
+    ("multi_tensor_apply_kernel<TensorListMetadata<4>, PointwiseOpScalarFunctor<float, 4, 3, 0>>", 1.0),
+    ("multi_tensor_apply_kernel<TensorListMetadata<2>, UnaryOpFunctor<c10::Half, 2, 1, 1>>", 0.5),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>", 1.0),
+])
+def test_a_foreach_kernel_names_its_element_size(kernel: str, scale: float) -> None:
+    """TensorList bytes are counted at 4 bytes an element (Kineto records no dtype for them); a foreach kernel's name
+    gives its own, which a bf16 model's AdamW step needs to be priced at its bandwidth, not twice it."""
+    assert foreach_byte_scale(kernel) == scale

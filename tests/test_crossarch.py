@@ -151,28 +151,36 @@ def test_fused_attention_moves_with_the_tensor_rate_where_its_tail_is_in_series(
     assert 2.5 < _kernel_ratio(lora, "RTX 4090", "sdpa") < 3.6
 
 
-def test_default_shares_keep_a_streaming_kernel_memory_bound() -> None:
-    """A streaming kernel whose bytes are unknown (0.8 of its time DRAM, 0.2 latency) moves with the bandwidth: its
-    shares are scaled until their overlap is its time (DRAM 1.0, latency 0.25), so on a B200 it takes the bandwidth
-    ratio, not the SMs x clock one the P-norm's 0.99 remainder had given it (issue 32); a library kernel without
-    shapes (0.5 / 0.2 / 0.3: compute 1.0, latency 0.6 of its time) moves between its pipe's rate and SMs x clock."""
-    assert crossarch.default_share_scale(np.array([0.0]), np.array([0.8]))[0] == pytest.approx(1 / 0.8, rel=1e-3)
-    h100, b200 = rates.rates(H100), rates.rates(CATALOG.resolve("B200"))
-    ks = [{"t": 1e6, "flops": f, "bytes": np.nan, "pipe": "bf16", "tiles": np.nan, "library": lib}
-          for f, lib in ((0.0, False), (np.nan, True))]
-    t, parts = crossarch.predict_ns(_work(ks), h100, b200)
-    assert t[0] / 1e6 == pytest.approx(h100.dram_gbs / b200.dram_gbs, rel=0.01)
-    sm_clock = h100.sm_ghz_on(np.array(["bf16"]))[0] / b200.sm_ghz_on(np.array(["bf16"]))[0]
-    assert h100.pipe_tflops("bf16") / b200.pipe_tflops("bf16") < t[1] / 1e6 < 0.7 * sm_clock
-    np.testing.assert_allclose(parts.total(), 1e6, rtol=1e-9)
+def _busy_ratio(path: str, target: str) -> float:
+    trace = load(ROOT / path)
+    return float(predict(trace, H100, CATALOG.resolve(target)).dur_ns.sum() / trace.gpu[S.DUR].to_numpy(float).sum())
 
 
-def test_an_adamw_step_moves_with_the_bandwidth() -> None:
+@pytest.mark.parametrize("target", ["V100 SXM2 16GB", "T4", "RTX 4090", "B200"])
+def test_a_step_without_ops_moves_like_one_with_its_shapes(target: str) -> None:
+    """Regression pin (issue 32, 2026-12-06): the kernels of a CUDA-graph replay have no ops, so every one takes its
+    class's default shares. Scaled to make a streaming kernel DRAM-bound, they had put a CUDA-graph LLaMA step at 9.1x
+    the H100 on a V100 and 34.9x on a T4, where an eager LLaMA step with its shapes is 4.6x and 12.2x; as parts of
+    the P-norm they stay within 2x of it on old and new GPUs alike."""
+    graph = _busy_ratio("benchmarks/traces/h100-sxm/cudagraph_llama_d768_b8_s512_bf16.pt.trace.json.gz", target)
+    eager = _busy_ratio("benchmarks/traces/h100-sxm/llama_d1024_l8_b4_s1024_bf16.pt.trace.json.gz", target)
+    assert 0.5 < graph / eager < 2.0
+
+
+def test_an_adamw_steps_foreach_kernels_are_priced_by_their_own_bytes() -> None:
     """Regression pin (issue 32): the foreach AdamW step of two GPT-3-wide layers (4.4B bf16 parameters, 70 of the
-    step's 150 ms on our H100) streams its tensors, so on a B200 (6.56 vs 3.0 TB/s sustained) it takes about the
-    bandwidth ratio, 0.46x, where unknown bytes had moved it at SMs x clock (0.89x)."""
+    step's 150 ms on our H100) had unknown bytes (its self TensorList written back in place), so the class default
+    shares priced it. Its bytes are now the op's TensorLists at the element size its kernels' names give (bf16: 2
+    bytes), which put it at ~0.8 of the H100's bandwidth: read by the law as mostly latency, as kernels at that share
+    behave from an H100 to an H200 (1.43x the bandwidth, ~1.1x faster: benchmarks/results/streaming_h100_h200.md),
+    it moves to a B200 between its bandwidth ratio (0.46x) and its SMs x clock (0.9x)."""
+    trace = load(ROOT / "benchmarks/traces/h100-sxm/gpt3_layers_d12288_l2_b1_s2048_bf16.pt.trace.json.gz")
+    p = predict(trace, H100, CATALOG.resolve("B200"))
+    rows = trace.gpu[S.NAME].str.contains("multi_tensor_apply", regex=False).to_numpy()
+    assert not any("bytes unknown" in str(r) for r in p.reason[rows & (trace.gpu[S.DUR].to_numpy() > 100_000)])
+    assert p.facts is not None and 0.6 < float(np.median(p.facts.gamma[rows])) < 0.95
     ratio = _kernel_ratio("gpt3_layers_d12288_l2_b1_s2048_bf16", "B200", "multi_tensor_apply")
-    assert ratio == pytest.approx(3000 / 6560, rel=0.15)
+    assert 3000 / 6560 < ratio < 0.95
 
 
 @pytest.mark.shared(SHARED / "data" / "neusight")

@@ -278,6 +278,18 @@ def _freeze(x: Any) -> Any:
 SIMT_TAGS = ("simt", "sgemm", "ffma", "f32f32_f32f32_f32", "dgemm", "wgrad_alg0", "implicit_convolve")
 
 
+_FOREACH_ELEMENT = re.compile(r"multi_tensor_apply_kernel<.*?Functor<\s*(c10::\w+|float|double)\b")
+
+
+def foreach_byte_scale(kernel_name: str) -> float:
+    """The factor that turns a foreach kernel's TensorList bytes, counted at 4 bytes an element (Kineto records no
+    dtype for a TensorList), into its own element size: ATen's multi_tensor_apply_kernel names its element type as its
+    functor's first template argument (``BinaryOpScalarFunctor<c10::BFloat16, ...>``: 0.5); 1 for other kernels."""
+    m = _FOREACH_ELEMENT.search(kernel_name)
+    size = DTYPE_BYTES.get(m.group(1)) if m else None
+    return size / 4.0 if size else 1.0
+
+
 @lru_cache(maxsize=16384)
 def tensor_dtype_from_kernel(name: str, op_dtype: str = "fp32") -> Optional[str]:
     """Tensor-core dtype a library kernel runs, from its name (cuBLAS nvjet/xmma, cuDNN, CUTLASS naming);

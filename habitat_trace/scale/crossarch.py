@@ -99,14 +99,18 @@ median (with each GPU left out of E and A, each GPU's rows within 0.4 points of 
 (benchmarks/crossarch/gemm_efficiency.py --loo, gemm_kernels.py); with the T4's boost window taken out of its one-call
 timings, 14.8% and 16.6%.
 
-Default shares (issue 32, 2026-12-06). A kernel whose op's bytes are unknown (a foreach optimizer whose TensorList
-shapes Kineto left out, as it does for long lists; a kernel without its op) takes its class's shares of its time,
-0.8 DRAM / 0.2 latency for streaming kernels, 0.5 compute / 0.2 DRAM / 0.3 latency for library ones. Taken as parts of
-the P-norm they would leave the remainder, (1 - 0.8^10)^(1/10) = 0.99 of the time, as latency: an AdamW step moved at
-SMs x clock (0.89x on a B200 with 2.2x the bandwidth). So the shares are scaled together until their overlap is the
-measured time (``default_share_scale``): the streaming kernel's DRAM time is then its whole time and its latency a
-quarter of it. A foreach op's own TensorList shapes, where recorded, give its bytes (cost.in_place_write_bytes: its
-self tensors written back, which had made them unknown).
+Default shares. A kernel whose op's bytes are unknown (a kernel without its op, a foreach optimizer whose TensorList
+shapes Kineto left out, as it does for long lists) takes its class's shares of its time as its parts: DRAM 0.8 for
+streaming kernels, 0.2 and compute 0.5 for library ones, the P-norm's remainder as latency. So such a kernel moves
+with SMs x clock toward a GPU with more bandwidth and with its DRAM share toward one with less. Scaling the shares
+until their overlap is the whole time (DRAM-bound where the class says streaming) was tried on 2026-12-06 and dropped:
+a CUDA-graph LLaMA step, whose kernels have no ops, then came out 9.1x an H100 on a V100 and 34.9x on a T4 against
+4.6x and 12.2x for an eager LLaMA step with its shapes (5.5x and 20.4x with the shares as parts). And streaming
+kernels below their bandwidth do not take a faster GPU's bandwidth: from an H100 to an H200 (the same chip, 1.43x the
+bandwidth) those at 0.3-0.85 of the H100's run ~1.1x faster, those at it ~1.2-1.3x
+(benchmarks/results/streaming_h100_h200.md). A foreach op's own TensorList shapes, where recorded, give its bytes
+(cost.in_place_write_bytes: its self tensors written back, which had made them unknown), at the element size its
+kernel's name gives (cost.foreach_byte_scale).
 
 L2 (the issue's "L2 decides what reaches DRAM"): a kernel whose working set (its op's bytes) fits in a GPU's L2 is
 served from there: r_g = 1 / (1 + (bytes / (L2_SHARE · L2_g))^4), a smooth step at half the L2 (on A100 and H100
@@ -220,13 +224,6 @@ def predict_ns(work: Work, ro: Rates, rt: Rates, same_kernels: bool = False) -> 
     known = np.isfinite(nbytes)
     res_o, res_t = l2_resident(nbytes, ro), l2_resident(nbytes, rt)
     m_o = np.where(known, nbytes * (1 - res_o) / ro.dram_gbs, work.memory_default * t_o)
-    # without the op's bytes the class default shares of compute, DRAM and the rest (latency) stand in; scaled
-    # together so that their overlap makes the measured time (module doc, "Default shares"), or a streaming kernel's
-    # 0.8 of DRAM time would leave the P-norm's remainder, 0.99 of it, as latency, moved at SMs x clock
-    k = np.where(known, 1.0, default_share_scale(c_o / t_o, work.memory_default))
-    flops_unknown = ~np.isfinite(np.asarray(work.flops, float))
-    m_o = m_o * k
-    c_o, c_t = np.where(flops_unknown, c_o * k, c_o), np.where(flops_unknown, c_t * k, c_t)
     m_t = np.where(known, nbytes * (1 - res_t) * work.width / rt.dram_gbs, m_o * ro.dram_gbs / rt.dram_gbs * work.width)
     # the op's cost says more than was measured: shrink compute and DRAM time together until they fit
     fit = np.minimum(1.0, t_o / np.maximum(_norm(c_o, m_o), 1e-9))
@@ -255,15 +252,6 @@ def predict_ns(work: Work, ro: Rates, rt: Rates, same_kernels: bool = False) -> 
     # in the memory part, beside the DRAM time those bytes no longer take: never more memory time than before
     m_t = m_t + np.minimum(gained / l2_bw, gained / rt.dram_gbs)
     return combine(c_t, m_t, l_t, additive), Parts(c_o, m_o, l_o, additive)
-
-
-def default_share_scale(compute: np.ndarray, memory: np.ndarray) -> np.ndarray:
-    """The factor that turns a kernel's default shares of its time (compute, DRAM, and the rest as latency, adding to
-    1) into parts whose overlap, (c^P + m^P + l^P)^(1/P), is the whole time: 1 / that norm of the shares, so the
-    three keep their proportions (a streaming kernel's 0.8 / 0.2 of DRAM and latency: DRAM time 1.0, latency 0.25)."""
-    c = np.clip(np.asarray(compute, float), 0.0, 1.0)
-    m = np.clip(np.asarray(memory, float), 0.0, 1.0)
-    return 1.0 / np.maximum(_norm(c, m, np.maximum(1.0 - c - m, 0.0)), 1e-9)
 
 
 def gemm_with_shapes(work: Work) -> np.ndarray:
