@@ -24,7 +24,7 @@ from habitat_trace.ingest.trace import derived
 from habitat_trace.scale import collective, crossarch, learned, vendor, wave
 from habitat_trace.scale.cost import foreach_byte_scale
 from habitat_trace.scale.facts import (ELEMENT_BYTES, attention_tiles, costs, gemm_kernel_shapes, in_place_bytes,
-                                       kernel_facts, name_matches, trace_shapes, twins)
+                                       kernel_facts, name_matches, per_name, trace_shapes, twins)
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.scale.learned import envelope
 from habitat_trace.scale.rates import power_fraction, rates, tensor_fraction
@@ -238,8 +238,7 @@ def _cross_chip_origin_work(trace: Tables) -> tuple[crossarch.Work, np.ndarray]:
     helper_total = pd.Series(dur).groupby(op).transform("sum").to_numpy()
     nbytes = np.where(helper, 2.0 * op_bytes * dur / np.maximum(helper_total, 1.0), nbytes)
     # a foreach kernel's TensorLists were counted at 4 bytes an element; its name says its own (cost.foreach_byte_scale)
-    codes, names = pd.factorize(g[S.NAME].to_numpy())
-    nbytes = nbytes * np.array([foreach_byte_scale(str(n)) for n in names])[codes]
+    nbytes = nbytes * per_name(g[S.NAME], foreach_byte_scale, 1.0).astype(float)
     pipe = np.where(native, "fp32", np.array(pipes, dtype=object)).astype(object)
     rows, bmnk, _ = gemm_kernel_shapes(trace, np.ones(len(g), dtype=bool))
     tiles = np.full(len(g), np.nan)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -191,14 +191,19 @@ def _launch_codes(g: pd.DataFrame) -> np.ndarray:
     return code
 
 
-def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
-    """``names.str.contains(pattern)`` as a bool array, the regex run once per distinct name (a few
-    hundred kernel names repeat over a million events)."""
+def per_name(names: pd.Series, of: Callable[[str], Any], missing: Any) -> np.ndarray:
+    """``of(name)`` for every event, computed once per distinct name (a few hundred kernel names repeat over a million
+    events); ``missing`` where the name is."""
     # an object array hashes 2x faster than the "str" column itself (pandas' python-backed strings)
     codes, uniques = pd.factorize(names.to_numpy(dtype=object))
+    values = np.array([of(str(u)) for u in uniques] + [missing])
+    return values[codes]  # code -1 (a missing name) picks the appended ``missing``
+
+
+def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
+    """``names.str.contains(pattern)`` as a bool array, the regex run once per distinct name."""
     rx = re.compile(pattern)  # what str.contains(regex=True) runs on each
-    hit = np.append(np.array([rx.search(str(u)) is not None for u in uniques], dtype=bool), False)
-    return hit[codes]  # code -1 (a missing name) picks the appended False
+    return per_name(names, lambda n: rx.search(n) is not None, False).astype(bool)
 
 
 
