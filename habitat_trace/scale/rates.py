@@ -230,9 +230,9 @@ def _clock_mhz(spec: GpuSpec, phi: float | None, missing: list[str]) -> float:
 def clock_basis(spec: GpuSpec) -> str:
     """In words, what sets ``rates(spec).clock_mhz``, the SM clock under load (module doc, "Power"), and the clock of
     tensor-core work where it is lower: for `gpus`."""
-    r = rates(spec)
-    tensor = f"; tensor work at {r.tensor_clock_mhz:.0f} MHz (datasheet tensor clock)" if r.tensor_clock_mhz else ""
-    return _clock_and_basis(spec, power_fraction(spec))[1] + tensor
+    clock, basis = _clock_and_basis(spec, power_fraction(spec))
+    tensor_clock = _tensor_clock_mhz(spec, clock)
+    return basis + (f"; tensor work at {tensor_clock:.0f} MHz (datasheet tensor clock)" if tensor_clock else "")
 
 
 def _clock_and_basis(spec: GpuSpec, phi: float | None) -> tuple[float, str]:
