@@ -204,10 +204,15 @@ FP8_MIN_CAPABILITY = (8, 9)  # _scaled_mm needs Ada/Hopper fp8 tensor cores
 E4M3_MAX = 448.0  # largest finite float8_e4m3fn value
 
 
-def _fp8_quantize(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-tensor scaling as in torchao's float8 recipes: scale so amax maps to the e4m3 max."""
-    scale = E4M3_MAX / t.abs().amax().float().clamp(min=1e-12)
-    return (t.float() * scale).to(torch.float8_e4m3fn), scale.reciprocal()
+E5M2_MAX = 57344.0  # largest finite float8_e5m2 value (gradients: range over precision, as Transformer Engine's recipe)
+
+
+def _fp8_quantize(t: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-tensor scaling as in torchao's float8 recipes: scale so amax maps to the format's max (e4m3 for activations
+    and weights, e5m2 for gradients); the tensor in FP8 and the inverse scale."""
+    top = E4M3_MAX if dtype == torch.float8_e4m3fn else E5M2_MAX
+    scale = top / t.abs().amax().float().clamp(min=1e-12)
+    return (t.float() * scale).to(dtype), scale.reciprocal()
 
 
 def fp8_mlp(dev: torch.device, tiny: bool) -> Built:
@@ -236,16 +241,6 @@ def fp8_mlp(dev: torch.device, tiny: bool) -> Built:
     return Built(step, "fp8 e4m3 per-tensor scales, inference")
 
 
-E5M2_MAX = 57344.0  # largest finite float8_e5m2 value (gradients: range over precision, as Transformer Engine's recipe)
-
-
-def _fp8(t: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-tensor scaled FP8 (e4m3 for activations and weights, e5m2 for gradients) and the inverse scale."""
-    top = E4M3_MAX if dtype == torch.float8_e4m3fn else E5M2_MAX
-    scale = top / t.abs().amax().float().clamp(min=1e-12)
-    return (t.float() * scale).to(dtype), scale.reciprocal()
-
-
 def _col_major(t: torch.Tensor) -> torch.Tensor:
     """The same matrix stored column-major, the layout torch._scaled_mm wants for its second operand."""
     return t.t().contiguous().t()
@@ -258,7 +253,7 @@ class _FP8Linear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         x2 = x.reshape(-1, x.shape[-1])
-        (xq, xs), (wq, ws) = _fp8(x2), _fp8(w)
+        (xq, xs), (wq, ws) = _fp8_quantize(x2), _fp8_quantize(w)
         y = torch._scaled_mm(xq, wq.t(), scale_a=xs, scale_b=ws, out_dtype=torch.bfloat16)
         ctx.save_for_backward(xq, xs, wq, ws)
         ctx.shape = x.shape
@@ -267,7 +262,7 @@ class _FP8Linear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, gy: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:  # type: ignore[override]
         xq, xs, wq, ws = ctx.saved_tensors
-        gq, gs = _fp8(gy.reshape(-1, gy.shape[-1]), torch.float8_e5m2)
+        gq, gs = _fp8_quantize(gy.reshape(-1, gy.shape[-1]), torch.float8_e5m2)
         gx = torch._scaled_mm(gq, _col_major(wq), scale_a=gs, scale_b=ws, out_dtype=torch.bfloat16)
         gw = None
         if ctx.needs_input_grad[1]:
