@@ -11,6 +11,13 @@ inside a green context of N SMs exactly as ../shared/tools/collect_traces.py doe
 seeded log-uniform sample; the run stops when ``--budget-s`` is spent (default keeps it under ~4 minutes).
 ``--shapes CSV`` (columns op, b, m, n, k) times those shapes instead, in file order: NeuSight's public FP32 shapes
 (benchmarks/crossarch/neusight_shapes.csv) give their per-kernel set a GPU it does not have (issue 32).
+``--neusight`` times them as NeuSight's collector did (neusight/Dataset/collect.py, ``profile_kernel``), so the
+latencies compare with its public CSVs shape for shape: its (B, M, N, K) are ``bmm(randn(B, M, N), randn(B, N, K))``
+and ``nn.Linear(N, K, bias=True)`` on ``randn(B, M, N)`` (output M x K, N the reduction: not this script's own
+order, where N is the output's columns and K the reduction), under ``torch.no_grad``, each the mean of the 5 fastest
+of 25 calls timed one by one between CUDA events (``measure_once``); the CSV keeps NeuSight's B, M, N, K, and adds
+``Kernel Time``: the GPU's own time of a call (its kernels' summed durations in a profile, the median of 5 calls),
+which holds none of the host path a one-call latency holds.
 """
 from __future__ import annotations
 
@@ -31,13 +38,14 @@ from timing import event_times_ms  # noqa: E402
 T0 = time.time()
 COLUMNS = ["OPName", "Latency", "Device", "Torch Version", "CUDNN Version", "Kernel Name", "Warps per SM",
            "Blocks per SM", "Grid x", "Grid y", "Grid z", "Block x", "Block y", "Block z", "CUDA Version", "Kernels",
-           "B", "M", "N", "K", "DType", "SMs", "Repeats"]
+           "B", "M", "N", "K", "DType", "SMs", "Repeats", "Kernel Time"]
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
           "fp8": getattr(torch, "float8_e4m3fn", None)}
 # (d_model, d_ff, heads) of models whose GEMMs dominate training/inference traces
 MODELS = [(768, 3072, 12), (1024, 4096, 16), (2048, 8192, 16), (4096, 11008, 32), (4096, 14336, 32),
           (5120, 13824, 40), (8192, 28672, 64)]
 TOKENS = [128, 512, 2048, 8192]
+PROFILED_CALLS = 5  # --neusight: calls profiled for the kernel time (kernel_time_ms)
 
 
 def model_shapes() -> list[tuple[str, int, int, int, int]]:
@@ -84,30 +92,57 @@ def make_call(op: str, dtype: str, b: int, m: int, n: int, k: int):
     return lambda: torch.bmm(x, y)
 
 
+def neusight_call(op: str, b: int, m: int, n: int, k: int):
+    """NeuSight's FP32 op for its (B, M, N, K) (module doc, ``--neusight``)."""
+    x = torch.randn(b, m, n, device="cuda")
+    if op == "bmm":
+        y = torch.randn(b, n, k, device="cuda")
+        return lambda: torch.bmm(x, y)
+    lin = torch.nn.Linear(n, k, bias=True, device="cuda")
+    return lambda: lin(x)
+
+
+def neusight_time_ms(call, active: int = 25, sample: int = 5) -> float:
+    """NeuSight's estimator: ``active`` calls timed one by one, the mean of the ``sample`` fastest (module doc)."""
+    fastest = sorted(event_times_ms(call, active))[:sample]
+    return sum(fastest) / len(fastest)
+
+
 def time_ms(call, repeats: int) -> float:
     for _ in range(3):
         call()
     return statistics.median(event_times_ms(call, repeats))
 
 
-def kernels(call) -> list[dict]:
-    """Name, grid and block of each GPU kernel of one call, from the Kineto trace torch.profiler exports
-    (FunctionEvent has no grid; the chrome trace's kernel events carry args.grid / args.block)."""
+def kernels(call, calls: int = 1) -> list[dict]:
+    """Name, grid, block and duration (us) of each GPU kernel of ``calls`` calls (in order), from the Kineto trace
+    torch.profiler exports (FunctionEvent has no grid; the chrome trace's kernel events carry args.grid / args.block)."""
     import tempfile
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call()
-        torch.cuda.synchronize()
+        for _ in range(calls):
+            call()
+            torch.cuda.synchronize()
     with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
         prof.export_chrome_trace(tmp.name)
         with open(tmp.name) as fh:
             events = json.load(fh).get("traceEvents", [])
     return [{"name": e["name"], "grid": tuple(e.get("args", {}).get("grid", (0, 0, 0))),
-             "block": tuple(e.get("args", {}).get("block", (0, 0, 0)))}
-            for e in events if e.get("cat") == "kernel"]
+             "block": tuple(e.get("args", {}).get("block", (0, 0, 0))), "dur": float(e.get("dur", 0.0))}
+            for e in sorted(events, key=lambda e: e.get("ts", 0)) if e.get("cat") == "kernel"]
 
 
-def row(op, dtype, b, m, n, k, t_ms, ks, info, sms, repeats) -> dict:
+def kernel_time_ms(ks: list[dict], calls: int) -> float:
+    """The median over ``calls`` profiled calls of one call's summed kernel durations (``kernels(call, calls)``): the
+    GPU's time alone, without the host's dispatch and launch path that a one-call latency between CUDA events holds
+    (which drifted between ~29 and ~45 us for a near-empty bmm over one run on our H100, 2026-12-06)."""
+    per = len(ks) // calls
+    if per == 0 or per * calls != len(ks):
+        return float("nan")
+    return statistics.median(sum(k["dur"] for k in ks[i * per:(i + 1) * per]) for i in range(calls)) / 1e3
+
+
+def row(op, dtype, b, m, n, k, t_ms, ks, info, sms, repeats, kernel_ms=float("nan")) -> dict:
     main = max(ks, key=lambda x: x["grid"][0] * x["grid"][1] * x["grid"][2]) if ks else \
         {"name": "", "grid": (0, 0, 0), "block": (0, 0, 0)}
     return {"OPName": op, "Latency": t_ms, "Device": info["name"], "Torch Version": torch.__version__,
@@ -115,7 +150,7 @@ def row(op, dtype, b, m, n, k, t_ms, ks, info, sms, repeats) -> dict:
             "Grid x": main["grid"][0], "Grid y": main["grid"][1], "Grid z": main["grid"][2],
             "Block x": main["block"][0], "Block y": main["block"][1], "Block z": main["block"][2],
             "CUDA Version": torch.version.cuda, "Kernels": "".join(";" + x["name"] for x in ks),
-            "B": b, "M": m, "N": n, "K": k, "DType": dtype, "SMs": sms, "Repeats": repeats}
+            "B": b, "M": m, "N": n, "K": k, "DType": dtype, "SMs": sms, "Repeats": repeats, "Kernel Time": kernel_ms}
 
 
 def main() -> None:
@@ -128,7 +163,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shapes", help="CSV of op,b,m,n,k to time instead of the built-in shapes")
+    ap.add_argument("--neusight", action="store_true",
+                    help="with --shapes: NeuSight's ops, dimension order and estimator, FP32 only (module doc)")
     a = ap.parse_args()
+    if a.neusight:
+        a.dtypes, a.repeats = "fp32", 25
     stream_ctx = None
     if a.sms:
         from torch.cuda import green_contexts as gcm
@@ -153,7 +192,7 @@ def main() -> None:
     else:
         shapes = model_shapes() + random_shapes(a.random, a.seed)
         random.Random(a.seed).shuffle(shapes)  # so a budget cut leaves an unbiased sample
-    suffix = f"_sm{a.sms}" if a.sms else ""
+    suffix = (f"_sm{a.sms}" if a.sms else "") + ("_neusight" if a.neusight else "")
     path = os.path.join(a.out, f"gemm_{p.name.replace(' ', '_')}{suffix}.csv")
     done = 0
     with open(path, "w", newline="") as fh:
@@ -168,16 +207,22 @@ def main() -> None:
                     continue  # _scaled_mm: 2-D only, dims multiple of 16
                 torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
                 try:
-                    call = make_call(op, dtype, b, m, n, k)
-                    t_ms = time_ms(call, a.repeats)
-                    ks = kernels(call)
+                    kernel_ms = float("nan")
+                    if a.neusight:
+                        call = neusight_call(op, b, m, n, k)
+                        with torch.no_grad():
+                            t_ms, ks = neusight_time_ms(call), kernels(call, PROFILED_CALLS)
+                        kernel_ms, ks = kernel_time_ms(ks, PROFILED_CALLS), ks[:len(ks) // PROFILED_CALLS]
+                    else:
+                        call = make_call(op, dtype, b, m, n, k)
+                        t_ms, ks = time_ms(call, a.repeats), kernels(call)
                 except torch.OutOfMemoryError:
                     torch.cuda.empty_cache()
                     continue
                 except RuntimeError as exc:  # unsupported dtype/shape combination on this GPU
                     print(f"skip {op} {dtype} {b}x{m}x{n}x{k}: {str(exc).splitlines()[0]}", flush=True)
                     continue
-                out.writerow(row(op, dtype, b, m, n, k, t_ms, ks, info, a.sms or info["sms"], a.repeats))
+                out.writerow(row(op, dtype, b, m, n, k, t_ms, ks, info, a.sms or info["sms"], a.repeats, kernel_ms))
                 done += 1
             fh.flush()
     print(f"wrote {done} rows to {path} in {time.time() - T0:.0f} s", flush=True)
