@@ -499,8 +499,31 @@ def test_the_harness_floor_is_per_op() -> None:
     """Regression (issue 32): the harness floor was the smallest latency of a GPU's whole set, its bmm floor, so every
     linear row kept 5-43 us of its call's host path as GPU work (NeuSight's smallest linear calls take 46-89 us,
     the smallest bmm 28-47 us, shapes of 0.01-0.03 MFLOP in both)."""
-    long = pd.DataFrame({"gpu": ["T4"] * 4, "op": ["bmm", "bmm", "linear", "linear"], "t_ms": [0.031, 0.5, 0.051, 0.7]})
-    assert _gemm_bench().harness_floor_ms(long) == {("T4", "bmm"): 0.031, ("T4", "linear"): 0.051}
+    shape = {"b": [1, 1, 1, 1], "m": [8, 2048, 8, 2048], "n": [8, 2048, 8, 2048], "k": [8, 2048, 8, 2048]}
+    long = pd.DataFrame({"gpu": ["T4"] * 4, "op": ["bmm", "bmm", "linear", "linear"], "t_ms": [0.031, 0.5, 0.051, 0.7],
+                         **shape})
+    floors = _gemm_bench().harness_floor_ms(long)
+    assert floors.to_dict() == {("T4", "bmm", 1, 8, 8, 8): 0.031, ("T4", "bmm", 1, 2048, 2048, 2048): 0.031,
+                                ("T4", "linear", 1, 8, 8, 8): 0.051, ("T4", "linear", 1, 2048, 2048, 2048): 0.051}
+
+
+def test_a_drifting_harness_floor_is_taken_where_each_row_was_timed() -> None:
+    """Regression (issue 32, 2026-12-06): our H100's host path switched between two levels during its run of
+    NeuSight's shapes (a near-empty bmm took 44-50 us in its first 936 rows, 28-31 us after: its kernel takes ~3 us),
+    so one floor for the whole set (its smallest latency) left ~15 us of host time in every early row's kernel time
+    and NeuSight's GPUs' rows under 0.1 ms on it came out 20-29% too fast. With ``local`` each row takes the floor of
+    the near-empty GEMMs timed nearest to it, so the level of its own part of the run."""
+    bench = _gemm_bench()
+    # in timing order: six near-empty calls, a large one, six more at the slow level, then the same at the fast one
+    t = [0.045, 0.046, 0.044, 0.047, 0.045, 0.046, 0.300] + [0.046] * 6 + [0.029, 0.030, 0.029, 0.031, 0.029, 0.030,
+                                                                            0.284] + [0.030] * 6
+    big = [i in (6, 19) for i in range(len(t))]
+    long = pd.DataFrame({"gpu": "H100 SXM5 80GB", "op": "bmm", "t_ms": t, "b": 1,
+                         "m": [2048 + i if x else 8 + i for i, x in enumerate(big)], "n": [2048 if x else 8 for x in big],
+                         "k": [2048 if x else 8 for x in big]})
+    local = bench.floor_at(bench.harness_floor_ms(long, local=True), "H100 SXM5 80GB", long)
+    assert local[6] == pytest.approx(0.045) and local[19] == pytest.approx(0.029)
+    assert (bench.floor_at(bench.harness_floor_ms(long), "H100 SXM5 80GB", long) == 0.029).all()
 
 
 def test_outputs_per_thread_from_kernel_names() -> None:

@@ -49,7 +49,7 @@ def efficiencies(long: pd.DataFrame) -> pd.DataFrame:
     for g, q in long.groupby("gpu"):
         r = rates(cat.resolve(g))
         kernel_ms = boosts[g].sustained_ms(
-            np.maximum(q.t_ms.to_numpy() - q.op.map(lambda op, g=g: floors[g, op]).to_numpy(), 0.0))
+            np.maximum(q.t_ms.to_numpy() - G.floor_at(floors, str(g), q), 0.0))
         flops, nbytes = gemm_flops_bytes(q.b, q.m, q.n, q.k, 4.0)
         n = len(q)
         tiles = crossarch.gemm_tiles(q.b, q.m, q.n, np.zeros(n, bool))

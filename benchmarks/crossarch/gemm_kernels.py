@@ -5,8 +5,13 @@
 Two sets, every error |predicted / measured - 1| per kernel:
 - to an H100: NeuSight's latency of a shape on each of its five public GPUs (P100 PCIe, P4, T4, V100 PCIe 32GB,
   A100 PCIe 40GB) predicts our H100 SXM's latency of the same shape (1,703 linear / bmm shapes stratified over
-  FLOPs, neusight_shapes.csv, timed by benchmarks/collect/gemm_microbench.py --shapes on 2026-11-26, torch 2.11 with
-  TF32 off; NeuSight used torch 2.1). The H100 is outside the learned model's range, so `scale` uses the law here.
+  FLOPs, neusight_shapes.csv, timed by benchmarks/collect/gemm_microbench.py --shapes --neusight on 2026-12-06: its
+  ops, dimension order and estimator, torch 2.11 with TF32 off; NeuSight used torch 2.1). The H100 is outside the
+  learned model's range, so `scale` uses the law here. NeuSight's (B, M, N, K) are read in its own order, N the
+  reduction and K the output's columns, a linear of B > 1 one GEMM of B M rows (D.standard_dims): the set of
+  2026-11-26 (still in benchmarks/results/gemm/, readable by h100_latencies) had timed each shape in this project's
+  order instead, a GEMM of the same FLOPs with N and K swapped (and a linear's B left out), and this law had taken
+  its output tiles over the reduction; 4 of its 1,703 shapes are the GEMM NeuSight timed.
   Rows under 0.1 ms on the H100 time the host's launch path as much as the kernel (one call between CUDA events:
   the smallest take ~25 us), so the table gives them apart.
 - between the five: every ordered pair, every shape measured on both. `law` is crossarch.predict_ns alone; `shipped`
@@ -27,8 +32,15 @@ its prediction is compared after adding the target set's floor h_t: T = law(T_o 
 latency of GPU g's set of that op (a near-empty GEMM: the launch path and a few us of kernel; bmm 28-47 us on
 NeuSight's GPUs, 25 us on our H100, whose smallest kernels take ~3 us in its trace). Per op, since the two ops' calls
 take different host paths: on every GPU the smallest linear call is 5-43 us slower than the smallest bmm (linear
-46-89 us on NeuSight's GPUs, 29 us on our H100), one kernel each, while both sets hold shapes of 0.01-0.03 MFLOP: the
-difference is the call, not the kernel. Moving
+46-89 us on NeuSight's GPUs, 36 us on our H100), one kernel each, while both sets hold shapes of 0.01-0.03 MFLOP: the
+difference is the call, not the kernel. On our H100 the host path drifted during the run (a near-empty bmm took 44-50
+us in the first 936 of its 1,703 rows, but for a stretch near row 600, and 28-31 us in every row after; its kernel
+takes ~3 us), so there each row's floor is local: the smallest latency of the 5 near-empty GEMMs (under 10 MFLOP) of its op
+timed nearest to it (harness_floor_ms ``local``; the set's one floor had left ~15 us of host time in the early rows'
+kernel time: NeuSight's GPUs' rows under 0.1 ms on it 20-29% too fast, all rows 17.9%, where the local floor gives
+10.4%). NeuSight's sets hold their floor (their fastest near-empty calls stay within 1-3 us of it through the set),
+and their rows of few FLOPs later in a set are not near-empty (large B), so theirs stays one per set. The next run of
+gemm_microbench.py --neusight also records each call's kernel time (``Kernel Time``), which holds no host path. Moving
 the origin's launch path as GPU work had scaled 25-47 us of host time down with the GPU (rows of 0.1-0.3 ms on the
 H100 came out 20-30% too fast, every row under 0.1 ms 30-75%). `shipped` (the learned model) takes the latencies as
 they are: it was trained on them. ``--no-floor`` scores without it (the tables before issue 32's part 3).
@@ -66,20 +78,48 @@ from habitat_trace.scale.rates import rates  # noqa: E402
 from habitat_trace.scale.specs import load_catalog  # noqa: E402
 from training import data as D  # noqa: E402
 
-H100_CSV = ROOT / "benchmarks" / "results" / "gemm" / "neusight_shapes_NVIDIA_H100_80GB_HBM3.csv.gz"
+H100_CSV = ROOT / "benchmarks" / "results" / "gemm" / "neusight_shapes_NVIDIA_H100_80GB_HBM3_neusight.csv.gz"
 H100 = "H100 SXM5 80GB"  # the GPU of H100_CSV (catalog name)
 SHAPE = ["op", "b", "m", "n", "k"]
 ORIGIN_MS = [0, 2, 32, np.inf]  # origin kernel time bins (ms) for the by-duration table
 HOST_PATH_MS = 0.1  # below this the H100 timing is the launch path as much as the kernel (module doc)
+# The harness floor (module doc): GEMMs under 10 MFLOP are near-empty (a few us of kernel on any of these GPUs), and a
+# row's floor is the smallest latency of the 5 of them timed nearest to it (3 to 9 move the H100 set's median < 0.5%).
+NEAR_EMPTY_FLOPS, FLOOR_NEIGHBOURS = 1e7, 5
 FLOOR = True  # subtract the origin set's harness floor and add the target's (module doc); --no-floor turns it off
 BOOST = True  # the power limit's boost window of each call (module doc, boost_window.py); --no-boost turns it off
 NO_BOOST = BoostWindow()
 
 
-def harness_floor_ms(long: pd.DataFrame) -> dict[tuple[str, str], float]:
-    """Per (GPU, op) of a long table (``gpu``, ``op``, ``t_ms``): its smallest latency, the timing harness's floor
-    (module doc)."""
-    return long.groupby(["gpu", "op"])["t_ms"].min().to_dict()
+def harness_floor_ms(long: pd.DataFrame, local: bool = False) -> pd.Series:
+    """The timing harness's floor of every row of a long table (``gpu``, shape, ``t_ms``), indexed by (``gpu``,
+    *SHAPE) (module doc): the smallest latency of its GPU's and op's set, or with ``local`` (a set listed in the order
+    it was timed, whose host path drifted) that of the FLOOR_NEIGHBOURS near-empty GEMMs (under NEAR_EMPTY_FLOPS) of
+    its GPU and op timed nearest to it. A shape timed twice keeps its first row's floor."""
+    out = []
+    for _, q in long.groupby(["gpu", "op"], sort=False):
+        flops, _ = gemm_flops_bytes(q.b, q.m, q.n, q.k, 4.0)
+        t = q["t_ms"].to_numpy()
+        empty = np.flatnonzero(np.asarray(flops) < NEAR_EMPTY_FLOPS)
+        if not local or not len(empty):
+            floor = np.full(len(q), t.min())
+        else:  # the nearest near-empty rows in timing order (ties: the earlier first), among those on either side
+            rows = np.arange(len(q))
+            at = np.searchsorted(empty, rows)[:, None] + np.arange(-FLOOR_NEIGHBOURS, FLOOR_NEIGHBOURS)[None, :]
+            ok = (at >= 0) & (at < len(empty))
+            cand = empty[np.clip(at, 0, len(empty) - 1)]
+            dist = np.where(ok, np.abs(cand - rows[:, None]), np.iinfo(np.int64).max)
+            nearest = np.take_along_axis(cand, np.argsort(dist, axis=1, kind="stable")[:, :FLOOR_NEIGHBOURS], axis=1)
+            floor = t[nearest].min(axis=1)
+        out.append(pd.Series(floor, index=pd.MultiIndex.from_frame(q[["gpu", *SHAPE]])))
+    floors = pd.concat(out)
+    return floors[~floors.index.duplicated()]
+
+
+def floor_at(floors: pd.Series, gpu: str, q: pd.DataFrame) -> np.ndarray:
+    """``harness_floor_ms``'s floor on ``gpu`` of each shape (row) of ``q``."""
+    key = pd.MultiIndex.from_frame(q[SHAPE].assign(gpu=gpu)[["gpu", *SHAPE]])
+    return floors.reindex(key).to_numpy()
 
 
 def law_ns(q: pd.DataFrame, origin, target, floor_o_ms: np.ndarray | float = 0.0,
@@ -121,20 +161,18 @@ def shipped_ns(q: pd.DataFrame, origin, target, law: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(ratio), t_o * ratio, law)
 
 
-def boost_windows(long: pd.DataFrame, floors: dict[tuple[str, str], float]) -> dict[str, BoostWindow]:
+def boost_windows(long: pd.DataFrame, floors: pd.Series) -> dict[str, BoostWindow]:
     """Per GPU of a long table (``gpu``, op, shape, ``t_ms``): its boost window, from its own GEMMs' kernel times
     (latency less its harness floor) and FLOPs (boost_window.fit)."""
     out = {}
     for g, q in long.groupby("gpu"):
         flops, _ = gemm_flops_bytes(q.b, q.m, q.n, q.k, 4.0)
-        out[g] = fit((q["t_ms"] - q["op"].map(lambda op, g=g: floors[g, op])).to_numpy(), np.asarray(flops))
+        out[g] = fit(q["t_ms"].to_numpy() - floor_at(floors, str(g), q), np.asarray(flops))
     return out
 
 
-def _scored(q: pd.DataFrame, origin, target, floors: dict[tuple[str, str], float],
-            boosts: dict[str, BoostWindow]) -> pd.DataFrame:
-    h = tuple(q["op"].map(lambda op, g=g: floors[g, op]).to_numpy() if FLOOR else 0.0
-              for g in (origin.name, target.name))
+def _scored(q: pd.DataFrame, origin, target, floors: pd.Series, boosts: dict[str, BoostWindow]) -> pd.DataFrame:
+    h = tuple(floor_at(floors, g, q) if FLOOR else 0.0 for g in (origin.name, target.name))
     b = (boosts[origin.name], boosts[target.name]) if BOOST else (NO_BOOST, NO_BOOST)
     law = law_ns(q, origin, target, *h, boost=b)
     with soft_split():
@@ -159,15 +197,19 @@ def between_dev(long: pd.DataFrame) -> pd.DataFrame:
 
 
 def h100_latencies(csv: Path = H100_CSV) -> pd.DataFrame:
-    """Our H100's FP32 latencies of NeuSight's shapes: shape, ``gpu``, ``t_ms`` and its kernel's outputs per thread."""
+    """Our H100's FP32 latencies of NeuSight's shapes: shape (this project's order, D.standard_dims), ``gpu``,
+    ``t_ms`` and its kernel's outputs per thread. A ``*_neusight`` file was timed as NeuSight's collector times (its
+    dimension order: gemm_microbench.py --neusight); an older one in gemm_microbench's own order, where a linear's B
+    was not used."""
     h = pd.read_csv(csv).rename(columns={"OPName": "op", "B": "b", "M": "m", "N": "n", "K": "k", "Latency": "t_ms"})
     h = h[h["DType"] == "fp32"]
+    h = D.standard_dims(h) if "_neusight" in csv.name else h.assign(b=np.where(h["op"] == "linear", 1, h["b"]))
     return h[[*SHAPE, "t_ms"]].assign(gpu=H100, h100_per_thread=outputs_per_thread(h["Kernel Name"], h["Block x"]))
 
 
-def floors_ms(long: pd.DataFrame, h: pd.DataFrame) -> dict[tuple[str, str], float]:
-    """The harness floor of each (GPU, op) of NeuSight's five (``long``) and our H100 (``h``, h100_latencies)."""
-    return {**harness_floor_ms(long), **harness_floor_ms(h)}
+def floors_ms(long: pd.DataFrame, h: pd.DataFrame) -> pd.Series:
+    """The harness floor of every row of NeuSight's five (``long``) and our H100 (``h``, h100_latencies)."""
+    return pd.concat([harness_floor_ms(long), harness_floor_ms(h, local=True)])
 
 
 def to_h100(long: pd.DataFrame, csv: Path = H100_CSV, reverse: bool = False) -> pd.DataFrame:
@@ -196,13 +238,13 @@ def outputs_per_thread(kernel: pd.Series, threads: pd.Series) -> pd.Series:
     return tile[0] * tile[1] / threads
 
 
-def h100_kernels(h: pd.DataFrame, floors: dict[tuple[str, str], float]) -> str:
+def h100_kernels(h: pd.DataFrame, floors: pd.Series) -> str:
     """The H100's own kernels of >= 0.1 ms by outputs per thread: its fraction of its sustained FP32 rate (kernel time
     = latency less its harness floor) and the law's median signed error over the five origins (``h``: to_h100)."""
     lat = h100_latencies()
     lat = lat[lat["t_ms"] >= HOST_PATH_MS]
     flops, _ = gemm_flops_bytes(lat.b, lat.m, lat.n, lat.k, 4.0)
-    kernel_ms = lat["t_ms"] - lat["op"].map(lambda op: floors[H100, op])
+    kernel_ms = lat["t_ms"] - floor_at(floors, H100, lat)
     lat = lat.assign(rate=flops / (kernel_ms * 1e9) / load_catalog().resolve(H100).extra["fp32_gemm_sustained_tflops"])
     signed = h[h["h100"] == ">= 0.1 ms"].groupby(["op", "h100_per_thread"])["law_error"].median()
     out = ["| op | outputs per thread | shapes | H100: median fraction of its sustained rate | law: median signed |",
@@ -246,9 +288,11 @@ def main() -> None:
     dev = between_dev(long)
     big = h[h["h100"] == ">= 0.1 ms"]
     floors = floors_ms(long, h100_latencies())
-    floor_line = ("Harness floor h per GPU and op (its set's smallest latency, subtracted from the origin's and added "
-                  "to the prediction; module doc): " + ", ".join(f"{g} {op} {1e3 * v:.1f} us"
-                                                                for (g, op), v in sorted(floors.items()))
+    span = floors.groupby(level=["gpu", "op"]).agg(["min", "max"])
+    floor_line = ("Harness floor h per GPU and op (its set's smallest latency; on our H100, whose host path drifted, "
+                  "that of the near-empty GEMMs timed nearest to each row: subtracted from the origin's and added to "
+                  "the prediction; module doc), its range over the set: "
+                  + ", ".join(f"{g} {op} {1e3 * r['min']:.1f}-{1e3 * r['max']:.1f} us" for (g, op), r in span.iterrows())
                   if FLOOR else "Without the harness floor (--no-floor): latencies as measured.") + "\n"
     text = "\n".join([
         "# NeuSight's FP32 GEMM kernels across chips (benchmarks/crossarch/gemm_kernels.py)\n", floor_line,
@@ -272,7 +316,7 @@ def main() -> None:
         summary(h, dev).to_csv(a.out / "crossarch_gemm_kernels.csv", index=False, float_format="%.4f")
 
 
-def boost_line(long: pd.DataFrame, floors: dict[tuple[str, str], float]) -> str:
+def boost_line(long: pd.DataFrame, floors: pd.Series) -> str:
     """The boost window of each GPU (module doc), or that it was left out (--no-boost)."""
     if not BOOST:
         return "Without the boost window (--no-boost): one-call kernel times taken as sustained.\n"

@@ -78,11 +78,11 @@ tile fill: the same on any GPU) and partly the kernel the origin's library picke
 does not run: cuBLAS picks per GPU (NeuSight's P4 and P100 run their linear shapes with K-major `maxwell_sgemm_*_tn`
 kernels that fall to 0.25-0.4 of their rate as the weight grows, while their `_nn` bmm kernels hold it and the V100's
 `volta_sgemm_*_tn` hold 0.9; our H100 runs bmm shapes with 32 outputs per thread at 0.58). Over NeuSight's five GPUs the
-correlation of log e between two GPUs on the same shapes is 0.91 for strided-batched GEMMs and 0.57 for single ones, so
+correlation of log e between two GPUs on the same shapes is 0.92 for strided-batched GEMMs and 0.51 for single ones, so
 carrying e whole (the law before) carries the origin's kernel choice too. The target's fraction is the least-squares
 prediction from the origin's instead, in log space (regression toward the mean): e_t = E (e_o / E)^A, E the median
 fraction and A the mean slope of log e on one GPU against another (every ordered pair of the five), per kind (single: E
-0.878, A 0.663; batched: 0.569, 0.940; TYPICAL_EFFICIENCY, EFFICIENCY_SLOPE), on kernel times at the sustained clock
+0.907, A 0.667; batched: 0.575, 0.934; TYPICAL_EFFICIENCY, EFFICIENCY_SLOPE), on kernel times at the sustained clock
 (the T4's one-call times less its boost window, benchmarks/crossarch/boost_window.py). The median, not the geometric
 mean: log e has a long left tail (skew -2.2 / -1.8, short-K shapes) that puts the mean of logs at the 30th / 35th
 percentile. A GEMM measured above its GPU's sustained rate (e > 1, the rate being the p90 of large GEMMs) ran above the
@@ -92,7 +92,8 @@ only as far as the origin's clock can rise: sustained over peak clock (``Rates.c
 MHz, 1 on a GPU that holds its boost). What the fit says beyond that is the op's cost overstating the kernel (split K,
 an L2 that served the operands), which the target shares (issue 32, 2026-12-06: an H100's split-K weight gradient had
 come out 7.9x slower on a B200; NeuSight's shapes of >= 0.1 ms to our H100 14.7% -> 14.8%, between the five 16.7% ->
-16.5%).
+16.5%). NeuSight's (B, M, N, K) name its reduction N (docs/learned.md, "NeuSight's dimension order"): read so, with
+our H100 re-timed that way on 2026-12-06, E and A are re-measured (above) and the H100 set's kernels >= 0.1 ms are 13.4%.
 Neither applies on one chip (``same_kernels``: the same library runs the same kernels) nor to tensor-core GEMMs (no
 cross-chip per-kernel data here to measure them on). On NeuSight's shapes of >= 0.1 ms on our H100: 17.7% -> 15.1%
 median (with each GPU left out of E and A, each GPU's rows within 0.4 points of that); between the five 18.4% -> 17.7%
@@ -141,10 +142,12 @@ DRAM_KEY = "dram_efficiency"
 # any one GPU or model family left out, the rest choose P = 10 of 2/3/4/6/10 every time, and the GPU left out scores
 # 4.9-8.5% there (4.6-9.0% at P = 6: the choice moves the error by < 1%). NeuSight's FP32 dev GPUs agree (9.3%).
 P = 10.0
-# Output tile of a GEMM for the last-wave efficiency: cuBLAS SGEMM kernels tile C in 32..128-wide tiles, and 64 fits
-# NeuSight's per-kernel FP32 data best (mean |log error| over its five GPUs' GEMMs >= 1 GFLOP: 0.435 at 64, 0.437 at
-# 32, 0.458 at 128); tensor-core kernels use 128x128 and larger tiles (cuBLAS nvjet 128x256/192x192, CUTLASS sm80
-# 128x128/256x128 in the shared traces' kernel names): 128.
+# Output tile of a GEMM for the last-wave efficiency: cuBLAS SGEMM kernels tile C in 32..128-wide tiles (the square
+# root of the tile area in NeuSight's five GPUs' kernel names: median 90, quartiles 64-128; our H100's SGEMMs on its
+# shapes 64), so 64; tensor-core kernels use 128x128 and larger tiles (cuBLAS nvjet 128x256/192x192, CUTLASS sm80
+# 128x128/256x128 in the shared traces' kernel names): 128. (Scored on NeuSight's per-kernel data, 64 had fit best with
+# the shapes read in the wrong order, 0.435 mean |log error| over GEMMs >= 1 GFLOP against 0.437 at 32; read in
+# NeuSight's order, 2026-12-06, 32 scores lower with today's law, 0.233 against 0.244: kept at the libraries' tile.)
 SIMT_TILE, TENSOR_TILE = 64.0, 128.0
 L2_SHARE = 0.5
 L2_STEEPNESS = 4.0
@@ -161,8 +164,8 @@ COMPUTE_SHARE_WITHOUT_SHAPES = 0.5
 # of log e on one GPU against another over the same shapes (every ordered pair), i.e. the share of an origin's
 # deviation from E that is the shape's, not its library's kernel choice. Measured, not fitted to any error:
 # benchmarks/crossarch/gemm_efficiency.py prints them (and with each GPU left out).
-TYPICAL_EFFICIENCY = {False: 0.878, True: 0.569}  # single, batched
-EFFICIENCY_SLOPE = {False: 0.663, True: 0.940}
+TYPICAL_EFFICIENCY = {False: 0.907, True: 0.575}  # single, batched
+EFFICIENCY_SLOPE = {False: 0.667, True: 0.934}
 
 
 @dataclass(frozen=True)

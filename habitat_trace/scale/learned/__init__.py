@@ -19,7 +19,7 @@ TRAINED_DTYPES = ("fp32",)
 # load_neusight over ../shared/data/neusight; tests/test_wild.py checks these against the data): B, M, N, K and
 # the origin time. Outside it the network extrapolates (issue 18: a 6 us 512x512x16 V100 GEMM, 5x faster than
 # any trained kernel, came out 3x slower on an A100), so the engine keeps the wave law there.
-TRAINED_DIMS = {"b": (1, 1025), "m": (3, 8192), "n": (1, 65371), "k": (2, 65519)}
+TRAINED_DIMS = {"b": (1, 1025), "m": (3, 8192), "n": (2, 65519), "k": (1, 65371)}
 MIN_T_ORIGIN_NS = 28_330  # the fastest trained kernel (a P4), 28.33 us
 MAX_T_ORIGIN_NS = 10_380_198_242  # the slowest (a P4), 10.38 s
 
