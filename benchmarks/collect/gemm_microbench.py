@@ -116,7 +116,8 @@ def time_ms(call, repeats: int) -> float:
 
 def kernels(call, calls: int = 1) -> list[dict]:
     """Name, grid, block and duration (us) of each GPU kernel of ``calls`` calls (in order), from the Kineto trace
-    torch.profiler exports (FunctionEvent has no grid; the chrome trace's kernel events carry args.grid / args.block)."""
+    torch.profiler exports (FunctionEvent has no grid; the chrome trace's kernel events carry args.grid and
+    args.block)."""
     import tempfile
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:

@@ -35,8 +35,8 @@ take different host paths: on every GPU the smallest linear call is 5-43 us slow
 46-89 us on NeuSight's GPUs, 36 us on our H100), one kernel each, while both sets hold shapes of 0.01-0.03 MFLOP: the
 difference is the call, not the kernel. On our H100 the host path drifted during the run (a near-empty bmm took 44-50
 us in the first 936 of its 1,703 rows, but for a stretch near row 600, and 28-31 us in every row after; its kernel
-takes ~3 us), so there each row's floor is local: the smallest latency of the 5 near-empty GEMMs (under 10 MFLOP) of its op
-timed nearest to it (harness_floor_ms ``local``; the set's one floor had left ~15 us of host time in the early rows'
+takes ~3 us), so there each row's floor is local: the smallest latency of the 5 near-empty GEMMs (under 10 MFLOP) of
+its op timed nearest to it (harness_floor_ms ``local``; the set's one floor had left ~15 us of host time in the early rows'
 kernel time: NeuSight's GPUs' rows under 0.1 ms on it 20-29% too fast, all rows 17.9%, where the local floor gives
 10.4%). NeuSight's sets hold their floor (their fastest near-empty calls stay within 1-3 us of it through the set),
 and their rows of few FLOPs later in a set are not near-empty (large B), so theirs stays one per set. The next run of
@@ -292,7 +292,8 @@ def main() -> None:
     floor_line = ("Harness floor h per GPU and op (its set's smallest latency; on our H100, whose host path drifted, "
                   "that of the near-empty GEMMs timed nearest to each row: subtracted from the origin's and added to "
                   "the prediction; module doc), its range over the set: "
-                  + ", ".join(f"{g} {op} {1e3 * r['min']:.1f}-{1e3 * r['max']:.1f} us" for (g, op), r in span.iterrows())
+                  + ", ".join(f"{g} {op} {1e3 * r['min']:.1f}-{1e3 * r['max']:.1f} us"
+                              for (g, op), r in span.iterrows())
                   if FLOOR else "Without the harness floor (--no-floor): latencies as measured.") + "\n"
     text = "\n".join([
         "# NeuSight's FP32 GEMM kernels across chips (benchmarks/crossarch/gemm_kernels.py)\n", floor_line,

@@ -1,7 +1,8 @@
 """Learned GEMM time ratios (issue 6): the hook the scale engine calls for library GEMM kernels.
 
 Contract: ``gemm_time_ratios(m, n, k, batch, dtype, origin, target, t_origin_ns)`` returns t_target / t_origin per
-GEMM, NaN where the GEMM is outside the model's domain (a dtype without training data, dims or origin time outside
+GEMM C[batch] (m x n) = A (m x k) @ B (k x n), the order cost.gemm_dims gives a trace's GEMM (NeuSight's training
+tuples name the reduction N: benchmarks/learned/training/data.py maps them), NaN where the GEMM is outside the model's domain (a dtype without training data, dims or origin time outside
 the trained range, a GPU whose process node is unknown). Never below the target's roofline; exactly 1 (or the roofline) when origin and target have the same
 specs. Pure numpy: importing this package does not import torch (tests/test_learned.py checks it).
 """
@@ -16,8 +17,8 @@ from habitat_trace.scale.learned import model as M
 # dtypes with training data: NeuSight's FP32 SGEMM only, until the H100/H200 collector's data exist
 TRAINED_DTYPES = ("fp32",)
 # The range of the NeuSight GEMMs the shipped model was trained on (benchmarks/learned/training/data.py
-# load_neusight over ../shared/data/neusight; tests/test_wild.py checks these against the data): B, M, N, K and
-# the origin time. Outside it the network extrapolates (issue 18: a 6 us 512x512x16 V100 GEMM, 5x faster than
+# load_neusight over ../shared/data/neusight, in this order; tests/test_wild.py checks these against the data): B, M,
+# N, K and the origin time. Outside it the network extrapolates (issue 18: a 6 us 512x512x16 V100 GEMM, 5x faster than
 # any trained kernel, came out 3x slower on an A100), so the engine keeps the wave law there.
 TRAINED_DIMS = {"b": (1, 1025), "m": (3, 8192), "n": (2, 65519), "k": (1, 65371)}
 MIN_T_ORIGIN_NS = 28_330  # the fastest trained kernel (a P4), 28.33 us
