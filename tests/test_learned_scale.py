@@ -79,6 +79,18 @@ def test_what_if_variants_keep_the_wave_law():
     assert LEARNED not in set(predict(_trace(), V100, variant).method)
 
 
+@pytest.mark.parametrize("origin,target", [("A100 PCIe 40GB", "A100 PCIe 80GB"), ("V100 PCIe 32GB", "V100 SXM2 32GB")])
+def test_two_boards_of_one_chip_keep_the_wave_law(origin, target):
+    """Regression (issue 32, 2026-12-06): the model, trained on pairs of five different chips, priced an A100 PCIe
+    80GB's FP32 GEMMs at a median 1.10x the 40 GB board's time (a board with more bandwidth and power, the same
+    kernels); two boards of one chip take the wave law, as a what-if GPU does."""
+    o, t = CATALOG.resolve(origin), CATALOG.resolve(target)
+    assert envelope.covers(o) and envelope.covers(t)
+    pred = predict(_trace(), o, t)
+    assert LEARNED not in set(pred.method)
+    assert pred.dur_ns[0] <= _trace().gpu[S.DUR][0] * 1.01  # never slower on a board with more of everything
+
+
 def test_envelope_matches_the_shipped_models_training_gpus():
     """A model retrained on other GPUs must come with a new range (envelope.TRAINED_ON)."""
     meta = M.load().meta

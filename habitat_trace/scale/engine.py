@@ -293,11 +293,14 @@ def _rate_warnings(origin: GpuSpec, target: GpuSpec, work: crossarch.Work) -> tu
 
 def _learned_gemm_ns(trace: Tables, origin: GpuSpec, target: GpuSpec, pipe: np.ndarray, t_o: np.ndarray) -> np.ndarray:
     """Target time of each FP32 (CUDA-core) GEMM kernel from the learned model, NaN where it does not apply
-    (other kernels, GPUs outside envelope.covers, shapes not recorded, outside the model's domain). The
-    model predicts a GEMM op's time: the ratio comes from the op's summed GEMM-kernel time and scales
-    each of its kernels."""
+    (other kernels, GPUs outside envelope.covers, two boards of one chip, shapes not recorded, outside the model's
+    domain). The model predicts a GEMM op's time: the ratio comes from the op's summed GEMM-kernel time and scales
+    each of its kernels. It was trained on pairs of five different chips only: on two boards of one chip (an A100
+    PCIe 40GB and 80GB, a V100 PCIe and SXM2), where the library runs the same kernels, it had no data and put the
+    80 GB A100 at 1.10x the 40 GB one's time over NeuSight's A100 shapes (5-95%: 0.78-1.38x) for a board with more
+    bandwidth and power; those keep the wave law (the same rule as a what-if GPU's, crossarch.applies)."""
     out = np.full(len(t_o), np.nan)
-    if not (envelope.covers(origin) and envelope.covers(target)):
+    if not (envelope.covers(origin) and envelope.covers(target) and crossarch.applies(origin, target)):
         return out
     rows, bmnk, op_dtype = gemm_kernel_shapes(trace, pipe == "fp32")
     rows, (b, m, n, k) = rows[op_dtype == "fp32"], bmnk[:, op_dtype == "fp32"]
