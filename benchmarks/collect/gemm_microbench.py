@@ -92,13 +92,13 @@ def make_call(op: str, dtype: str, b: int, m: int, n: int, k: int):
     return lambda: torch.bmm(x, y)
 
 
-def neusight_call(op: str, b: int, m: int, n: int, k: int):
-    """NeuSight's FP32 op for its (B, M, N, K) (module doc, ``--neusight``)."""
-    x = torch.randn(b, m, n, device="cuda")
+def neusight_call(op: str, b: int, m: int, n: int, k: int, device: str = "cuda"):
+    """NeuSight's FP32 op for its (B, M, N, K) (module doc, ``--neusight``): output (B, M, K), N the reduction."""
+    x = torch.randn(b, m, n, device=device)
     if op == "bmm":
-        y = torch.randn(b, n, k, device="cuda")
+        y = torch.randn(b, n, k, device=device)
         return lambda: torch.bmm(x, y)
-    lin = torch.nn.Linear(n, k, bias=True, device="cuda")
+    lin = torch.nn.Linear(n, k, bias=True, device=device)
     return lambda: lin(x)
 
 
