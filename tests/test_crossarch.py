@@ -495,6 +495,27 @@ def test_simt_gemms_to_an_h100_are_not_moved_as_latency() -> None:
         assert abs(g["law_error"].median()) <= 0.10, origin
 
 
+@pytest.mark.skipif(not NEUSIGHT.is_dir(), reason="../shared/data/neusight is absent")
+def test_a_neusight_layout_folder_is_scored_as_our_h100_set(tmp_path) -> None:
+    """``gemm_kernels.py --target DIR`` (NeuSight's own sets of other GPUs, e.g. its H100, L4 and A100 80GB) reads a
+    folder in NeuSight's layout and dimension order the way our re-timed H100 set is read: that set written out as
+    such a folder scores row for row what to_target gives it with one floor per set."""
+    bench = _gemm_bench()
+    h = pd.read_csv(bench.H100_CSV)
+    for op in ("bmm", "linear"):
+        (tmp_path / op).mkdir()
+        h[h["OPName"] == op].to_csv(tmp_path / op / "NVIDIA_H100_80GB_HBM3.csv", index=False)
+    long = bench.D.load_neusight(NEUSIGHT)
+    got = bench.other_targets(long, [tmp_path])
+    ours = bench.h100_latencies()
+    want = bench.to_target(long, ours, pd.concat([bench.harness_floor_ms(long), bench.harness_floor_ms(ours)]))
+    assert list(got) == ["H100 SXM5 80GB"] and len(got["H100 SXM5 80GB"]) == len(want) > 8000
+    key = [*bench.SHAPE, "origin"]
+    merged = got["H100 SXM5 80GB"].merge(want, on=key, suffixes=("", "_want"))
+    assert len(merged) == len(want)
+    assert np.allclose(merged["law_error"], merged["law_error_want"])
+
+
 def test_the_harness_floor_is_per_op() -> None:
     """Regression (issue 32): the harness floor was the smallest latency of a GPU's whole set, its bmm floor, so every
     linear row kept 5-43 us of its call's host path as GPU work (NeuSight's smallest linear calls take 46-89 us,

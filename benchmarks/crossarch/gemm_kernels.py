@@ -52,6 +52,9 @@ time on the target before the floor is added. ``--no-boost`` scores without it.
 Two tables say where the law's error on the H100 comes from (docs/learned.md): the rows >= 0.1 ms by the origin's
 kernel time, and by the H100's own kernel, as outputs of C per thread (its tile over its threads per block, from the
 kernel name and launch NeuSight's collector and ours record).
+``--target DIR`` (repeatable) adds NeuSight's five predicted on every other GPU of a folder in NeuSight's layout
+(``bmm/`` and ``linear/`` CSVs, as its repository holds its H100, L4 and A100 80GB sets), each with its own set's floor
+and boost window.
 Writes benchmarks/results/crossarch_gemm_kernels.{md,csv} (the csv: the medians per set, for the README).
 """
 from __future__ import annotations
@@ -215,20 +218,43 @@ def floors_ms(long: pd.DataFrame, h: pd.DataFrame) -> pd.Series:
 def to_h100(long: pd.DataFrame, csv: Path = H100_CSV, reverse: bool = False) -> pd.DataFrame:
     """Every shape of NeuSight's five GPUs predicted on our H100 (``reverse``: our H100's predicted on each of the five,
     the direction of benchmarks/neusight_e2e.py); ``h100`` says whether the H100's latency is >= 0.1 ms."""
-    cat = load_catalog()
-    h100 = cat.resolve(H100)
     h = h100_latencies(csv)
-    floors = floors_ms(long, h)
+    d = to_target(long, h, floors_ms(long, h), reverse)
+    return d.rename(columns={"target_bin": "h100", "target_per_thread": "h100_per_thread"})
+
+
+def to_target(long: pd.DataFrame, h: pd.DataFrame, floors: pd.Series, reverse: bool = False) -> pd.DataFrame:
+    """Every shape of NeuSight's five GPUs (``long``) predicted on the one GPU of ``h`` (a long table: ``gpu``, shape,
+    ``t_ms``, ``h100_per_thread``), each scored against that GPU's latency of the shape (``reverse``: the other way);
+    ``floors`` holds every row's harness floor (harness_floor_ms), ``target_bin`` whether the GPU of ``h`` took
+    >= 0.1 ms."""
+    cat = load_catalog()
+    gpu = cat.resolve(str(h["gpu"].iloc[0]))
     boosts = boost_windows(pd.concat([long, h]), floors)
     theirs, ours = ("t_target_ms", "t_origin_ms") if reverse else ("t_origin_ms", "t_target_ms")
+    h = h[[*SHAPE, "t_ms", "h100_per_thread"]].drop_duplicates(SHAPE).rename(
+        columns={"t_ms": ours, "h100_per_thread": "target_per_thread"})
     out = []
-    for g, q in long.groupby("gpu"):
-        q = q.rename(columns={"t_ms": theirs}).merge(h.drop(columns="gpu").rename(columns={"t_ms": ours}), on=SHAPE)
-        pair = (h100, cat.resolve(g)) if reverse else (cat.resolve(g), h100)
+    for g, q in long[long["gpu"] != gpu.name].groupby("gpu"):
+        q = q[[*SHAPE, "t_ms"]].rename(columns={"t_ms": theirs}).merge(h.drop(columns="target_per_thread"), on=SHAPE)
+        pair = (gpu, cat.resolve(g)) if reverse else (cat.resolve(g), gpu)
         out.append(_scored(q.assign(origin=pair[0].name, target=pair[1].name), *pair, floors, boosts))
-    d = pd.concat(out, ignore_index=True).merge(h[[*SHAPE, "h100_per_thread"]], on=SHAPE, how="left")
-    d["h100"] = np.where(d[ours] >= HOST_PATH_MS, ">= 0.1 ms", "< 0.1 ms")
+    d = pd.concat(out, ignore_index=True).merge(h[[*SHAPE, "target_per_thread"]], on=SHAPE, how="left")
+    d["target_bin"] = np.where(d[ours] >= HOST_PATH_MS, ">= 0.1 ms", "< 0.1 ms")
     return d
+
+
+def other_targets(long: pd.DataFrame, folders: list[Path]) -> dict[str, pd.DataFrame]:
+    """NeuSight's five predicted on every other GPU of NeuSight-layout folders (``bmm/`` and ``linear/`` CSVs as its
+    repository holds them, e.g. its H100, L4 and A100 80GB sets): ``to_target`` per GPU, with that set's own floor
+    and boost window (module doc), keyed by the GPU's catalog name."""
+    out = {}
+    for folder in folders:
+        theirs = D.load_neusight(folder)
+        theirs = theirs.assign(h100_per_thread=outputs_per_thread(theirs["kernel"], theirs["block_x"]))
+        for g, h in theirs[~theirs["gpu"].isin(set(long["gpu"]))].groupby("gpu"):
+            out[str(g)] = to_target(long, h, pd.concat([harness_floor_ms(long), harness_floor_ms(h)]))
+    return out
 
 
 def outputs_per_thread(kernel: pd.Series, threads: pd.Series) -> pd.Series:
@@ -280,6 +306,8 @@ def main() -> None:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--no-floor", action="store_true", help="score without the harness floor (module doc)")
     ap.add_argument("--no-boost", action="store_true", help="score without the boost window (module doc)")
+    ap.add_argument("--target", type=Path, action="append", default=[],
+                    help="a NeuSight-layout folder (bmm/, linear/ CSVs) of other GPUs to predict NeuSight's five on")
     a = ap.parse_args()
     global FLOOR, BOOST
     FLOOR, BOOST = not a.no_floor, not a.no_boost
@@ -310,7 +338,10 @@ def main() -> None:
         "## From our H100 SXM to NeuSight's five GPUs (the direction of benchmarks/neusight_e2e.py), H100 kernels of "
         ">= 0.1 ms\n", table(back[back["h100"] == ">= 0.1 ms"], ["target", "op"], shipped=False),
         "## Between NeuSight's five GPUs (`shipped` = the learned model, trained on them: in sample)\n",
-        table(dev, ["target", "op"]), table(dev, ["origin", "target"])])
+        table(dev, ["target", "op"]), table(dev, ["origin", "target"]),
+        *[f"## From NeuSight's five GPUs to {g} (--target)\n\n" + table(d, ["target_bin", "origin"], shipped=False)
+          + "\n" + table(d[d["target_bin"] == ">= 0.1 ms"], ["origin", "op"], shipped=False)
+          for g, d in other_targets(long, a.target).items()]])
     print(text)
     if not a.no_write:
         (a.out / "crossarch_gemm_kernels.md").write_text(text)
