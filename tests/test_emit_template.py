@@ -203,3 +203,21 @@ def test_a_signal_while_a_write_behind_runs_leaves_nothing(tmp_path: Path, monke
                         spare_cpu=True)
     assert result.interrupted == "SIGINT" and result.rows == []
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_while_a_landed_write_is_recorded_leaves_it_to_abort(tmp_path: Path) -> None:
+    """Regression (tests/test_issue26.py item 3 failed once in CI, 2026-12-06: "wrote 2 traces before the signal" with
+    three in place): drain forgot a landed write before running its ``done``, so a Ctrl-C in between lost its record.
+    Now the write stays pending until ``done`` has run, and abort hands it back (``done`` may run twice: the caller's
+    is idempotent)."""
+    behind = writer.WriteBehind()
+    out = tmp_path / "landed.pt.trace.json.gz"
+
+    def interrupted(path: Path) -> None:
+        raise KeyboardInterrupt  # the signal lands as the record is made
+
+    behind.submit(_doc(), out, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        behind.drain()
+    landed = behind.abort()
+    assert landed is not None and landed[0] == out and out.exists()

@@ -156,7 +156,9 @@ def scale_unit(unit: Unit, options: Options, paths: dict[tuple[Path, str], Path]
     pending: Optional[tuple[Any, Any, Path, Any]] = None  # the latest write: base, replay, path, its old stamp
 
     def written(b: Any, rr: Any) -> Callable[[Path], None]:
-        def done(path: Path) -> None:
+        def done(path: Path) -> None:  # idempotent: an interrupt can make WriteBehind run it twice (its drain doc)
+            if any(r.get("output") == ("stdout" if str(path) == "-" else str(path)) for r in rows):
+                return
             rows.append(output_row(b, rr, path, single))
             if on_row is not None:
                 on_row(rows[-1])
