@@ -318,11 +318,17 @@ def _attention_tiles(trace: Tables) -> np.ndarray:
     # only attention kernels' ops are read (a million-event trace has a handful of them or none)
     op = np.where(g[S.KCLASS].to_numpy() == K.ATTENTION, g[S.OP].to_numpy(), -1)
     names, dims = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy()
-    cache = per_op(op, lambda o: cost_attention_tiles(str(names[o]), dims[o]), (names, dims))
-    by_op = np.full(len(ops) + 1, np.nan)  # the last slot answers op -1 (no op)
-    for o, tiles in cache.items():
-        by_op[o] = tiles
-    out = by_op[np.where(op >= 0, op, len(ops))]
+    return per_event(op, per_op(op, lambda o: cost_attention_tiles(str(names[o]), dims[o]), (names, dims)), len(ops),
+                     np.nan)
+
+
+def per_event(op: np.ndarray, by_op: dict[int, float], n_ops: int, missing: float) -> np.ndarray:
+    """A read-only float per event from ``per_op``'s values of its op, ``missing`` for an event whose op (``-1`` for
+    none) has no value."""
+    table = np.full(n_ops + 1, missing, dtype=np.float64)  # the last slot answers op -1 (no op)
+    for o, v in by_op.items():
+        table[o] = v
+    out = table[np.where(op >= 0, op, n_ops)]
     out.setflags(write=False)
     return out
 
@@ -354,9 +360,7 @@ def _in_place_bytes(trace: Tables) -> np.ndarray:
     op = g[S.OP].to_numpy()
     names, dims, types = ops[S.NAME].to_numpy(), ops[S.INPUT_DIMS].to_numpy(), ops[S.INPUT_TYPES].to_numpy()
     per = per_op(op, lambda o: in_place_write_bytes(str(names[o]), dims[o], types[o]), (names, dims, types))
-    out = np.array([per.get(o, 0.0) for o in op.tolist()], dtype=np.float64)
-    out.setflags(write=False)
-    return out
+    return per_event(op, per, len(ops), 0.0)
 
 
 def _gamma_of(sh: TraceShapes, nbytes: np.ndarray, bw_origin: np.ndarray) -> np.ndarray:

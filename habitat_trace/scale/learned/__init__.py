@@ -2,9 +2,10 @@
 
 Contract: ``gemm_time_ratios(m, n, k, batch, dtype, origin, target, t_origin_ns)`` returns t_target / t_origin per
 GEMM C[batch] (m x n) = A (m x k) @ B (k x n), the order cost.gemm_dims gives a trace's GEMM (NeuSight's training
-tuples name the reduction N: benchmarks/learned/training/data.py maps them), NaN where the GEMM is outside the model's domain (a dtype without training data, dims or origin time outside
-the trained range, a GPU whose process node is unknown). Never below the target's roofline; exactly 1 (or the roofline) when origin and target have the same
-specs. Pure numpy: importing this package does not import torch (tests/test_learned.py checks it).
+tuples name the reduction N: benchmarks/learned/training/data.py maps them), NaN where the GEMM is outside the
+model's domain (a dtype without training data, dims or origin time outside the trained range, a GPU whose process
+node is unknown). Never below the target's roofline; exactly 1 (or the roofline) when origin and target have the
+same specs. Pure numpy: importing this package does not import torch (tests/test_learned.py checks it).
 """
 from __future__ import annotations
 
