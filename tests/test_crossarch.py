@@ -4,7 +4,6 @@ durations > 0; one prediction per kernel), the catalog's sustained figures and f
 from __future__ import annotations
 
 import csv
-import importlib.util
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -20,7 +19,7 @@ from habitat_trace.scale import crossarch, rates
 from habitat_trace.scale.engine import predict
 from habitat_trace.scale.prediction import COPY, LEARNED, SUSTAINED
 from habitat_trace.scale.specs import load_catalog
-from tests.conftest import ROOT, SHARED
+from tests.conftest import ROOT, SHARED, benchmark_module
 
 CATALOG = load_catalog()
 H100, H200 = CATALOG.resolve("H100 SXM5 80GB"), CATALOG.resolve("H200")
@@ -181,9 +180,7 @@ def test_an_adamw_steps_foreach_kernels_are_priced_by_their_own_bytes() -> None:
 def test_the_kernel_choice_constants_are_the_measured_ones() -> None:
     """TYPICAL_EFFICIENCY and EFFICIENCY_SLOPE are what benchmarks/crossarch/gemm_efficiency.py measures on
     NeuSight's five GPUs: recomputed here, so a change of the law's split that moves them fails until they follow."""
-    spec = importlib.util.spec_from_file_location("gemm_efficiency", ROOT / "benchmarks/crossarch/gemm_efficiency.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    mod = benchmark_module("benchmarks/crossarch/gemm_efficiency.py")
     typical, slope = mod.constants(mod.efficiencies(mod.D.load_neusight(SHARED / "data" / "neusight")))
     for kind in (False, True):
         assert typical[kind] == pytest.approx(crossarch.TYPICAL_EFFICIENCY[kind], abs=0.0015)
@@ -476,10 +473,7 @@ H100_GEMM_BOUND = 0.30  # median |error| of kernels >= 0.1 ms from the 64-lane d
 
 
 def _gemm_bench():
-    spec = importlib.util.spec_from_file_location("gemm_kernels", ROOT / "benchmarks" / "crossarch" / "gemm_kernels.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_module("benchmarks/crossarch/gemm_kernels.py")
 
 
 @pytest.mark.skipif(not NEUSIGHT.is_dir(), reason="../shared/data/neusight is absent")

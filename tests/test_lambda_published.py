@@ -2,24 +2,19 @@
 drift-free error of a row computed as its docstring says."""
 from __future__ import annotations
 
-import importlib.util
 
 import pandas as pd
 import pytest
 
 from habitat_trace.scale.specs import load_catalog
-from tests.conftest import ROOT, SHARED
+from tests.conftest import SHARED, benchmark_module
 
 LAMBDA = SHARED / "data" / "lambda-published" / "published-dev.csv"
 needs_lambda = pytest.mark.skipif(not LAMBDA.is_file(), reason="../shared/data/lambda-published is absent")
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("lambda_published",
-                                                  ROOT / "benchmarks" / "crossarch" / "lambda_published.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_module("benchmarks/crossarch/lambda_published.py")
 
 
 def test_every_named_gpu_is_catalogued() -> None:

@@ -83,12 +83,21 @@ def llama(dev: torch.device, tiny: bool) -> Built:
                      "bf16 weights, AdamW")
 
 
+# (vocab, d, heads, layers, FFN, batch, seq) of the MLPerf-width LLM steps, by ``tiny``; LoRA's backward trains no base
+# weight (the norms stand in for the adapters)
+GPT3_WIDE = {True: (256, 64, 4, 1, 128, 1, 32), False: (32000, 12288, 96, 2, 32768, 1, 2048)}
+LLAMA70B_WIDE = {True: (256, 64, 4, 1, 128, 1, 32), False: (32000, 8192, 64, 2, 28672, 1, 8192)}
+
+
+def _lora_trains(name: str) -> bool:
+    return ".n1." in name or ".n2." in name
+
+
 def gpt3_layers(dev: torch.device, tiny: bool) -> Built:
     """Two decoder layers at GPT-3 175B's width (d 12288, 96 heads of 128; a SwiGLU MLP of 32768, the FLOPs of GPT-3's
     4d GELU MLP), seq 2048, batch 1, bf16 weights and AdamW: MLPerf Training's GPT-3 175B step, one GPU's layers of
     it (the benchmark shards 96 such layers over many GPUs, in FP8), for the public B200 figures (issue 32)."""
-    return _llm_step(dev, (256, 64, 4, 1, 128, 1, 32) if tiny else (32000, 12288, 96, 2, 32768, 1, 2048),
-                     "bf16 weights, AdamW; 2 of 96 layers")
+    return _llm_step(dev, GPT3_WIDE[tiny], "bf16 weights, AdamW; 2 of 96 layers")
 
 
 def llama70b_lora_layers(dev: torch.device, tiny: bool) -> Built:
@@ -96,9 +105,8 @@ def llama70b_lora_layers(dev: torch.device, tiny: bool) -> Built:
     groups its keys and values 8 ways), seq 8192, batch 1, bf16, base weights frozen: MLPerf Training's Llama 2 70B
     LoRA step (seq 8192), whose backward computes the activation gradients through every layer and no weight gradient
     of the base (the adapters, rank 16, are < 0.1% of its FLOPs: here the norms stand in as what trains)."""
-    return _llm_step(dev, (256, 64, 4, 1, 128, 1, 32) if tiny else (32000, 8192, 64, 2, 28672, 1, 8192),
-                     "bf16, base frozen (norms train), multi-head attention; 2 of 80 layers",
-                     trains=lambda name: ".n1." in name or ".n2." in name)
+    return _llm_step(dev, LLAMA70B_WIDE[tiny], "bf16, base frozen (norms train), multi-head attention; 2 of 80 layers",
+                     trains=_lora_trains)
 
 
 def vit_l16(dev: torch.device, tiny: bool) -> Built:
@@ -281,15 +289,13 @@ def _fp8_llm(dev: torch.device, tiny: bool, sizes: tuple[int, ...], note: str,
 
 def gpt3_layers_fp8(dev: torch.device, tiny: bool) -> Built:
     """gpt3_layers with the decoder layers' GEMMs in FP8, as MLPerf's GPT-3 submissions run them."""
-    return _fp8_llm(dev, tiny, (256, 64, 4, 1, 128, 1, 32) if tiny else (32000, 12288, 96, 2, 32768, 1, 2048),
-                    "fp8 e4m3/e5m2 layer GEMMs, bf16 weights, AdamW; 2 of 96 layers")
+    return _fp8_llm(dev, tiny, GPT3_WIDE[tiny], "fp8 e4m3/e5m2 layer GEMMs, bf16 weights, AdamW; 2 of 96 layers")
 
 
 def llama70b_lora_layers_fp8(dev: torch.device, tiny: bool) -> Built:
     """llama70b_lora_layers with the decoder layers' GEMMs in FP8, as MLPerf's Llama 2 70B LoRA submissions run them."""
-    return _fp8_llm(dev, tiny, (256, 64, 4, 1, 128, 1, 32) if tiny else (32000, 8192, 64, 2, 28672, 1, 8192),
-                    "fp8 e4m3/e5m2 layer GEMMs, base frozen (norms train); 2 of 80 layers",
-                    trains=lambda name: ".n1." in name or ".n2." in name)
+    return _fp8_llm(dev, tiny, LLAMA70B_WIDE[tiny],
+                    "fp8 e4m3/e5m2 layer GEMMs, base frozen (norms train); 2 of 80 layers", trains=_lora_trains)
 
 
 def cudagraph_llama(dev: torch.device, tiny: bool) -> Built:

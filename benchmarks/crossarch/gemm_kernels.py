@@ -36,9 +36,9 @@ take different host paths: on every GPU the smallest linear call is 5-43 us slow
 difference is the call, not the kernel. On our H100 the host path drifted during the run (a near-empty bmm took 44-50
 us in the first 936 of its 1,703 rows, but for a stretch near row 600, and 28-31 us in every row after; its kernel
 takes ~3 us), so there each row's floor is local: the smallest latency of the 5 near-empty GEMMs (under 10 MFLOP) of
-its op timed nearest to it (harness_floor_ms ``local``; the set's one floor had left ~15 us of host time in the early rows'
-kernel time: NeuSight's GPUs' rows under 0.1 ms on it 20-29% too fast, all rows 17.9%, where the local floor gives
-10.4%). NeuSight's sets hold their floor (their fastest near-empty calls stay within 1-3 us of it through the set),
+its op timed nearest to it (harness_floor_ms ``local``; the set's one floor had left ~15 us of host time in the
+early rows' kernel time: NeuSight's GPUs' rows under 0.1 ms on it 20-29% too fast, all rows 17.9%, where the local
+floor gives 10.4%). NeuSight's sets hold their floor (their fastest near-empty calls stay within 1-3 us of it through the set),
 and their rows of few FLOPs later in a set are not near-empty (large B), so theirs stays one per set. The next run of
 gemm_microbench.py --neusight also records each call's kernel time (``Kernel Time``), which holds no host path. Moving
 the origin's launch path as GPU work had scaled 25-47 us of host time down with the GPU (rows of 0.1-0.3 ms on the
@@ -207,7 +207,7 @@ def h100_latencies(csv: Path = H100_CSV) -> pd.DataFrame:
     h = pd.read_csv(csv).rename(columns={"OPName": "op", "B": "b", "M": "m", "N": "n", "K": "k", "Latency": "t_ms"})
     h = h[h["DType"] == "fp32"]
     h = D.standard_dims(h) if "_neusight" in csv.name else h.assign(b=np.where(h["op"] == "linear", 1, h["b"]))
-    return h[[*SHAPE, "t_ms"]].assign(gpu=H100, h100_per_thread=outputs_per_thread(h["Kernel Name"], h["Block x"]))
+    return h[[*SHAPE, "t_ms"]].assign(gpu=H100, per_thread=outputs_per_thread(h["Kernel Name"], h["Block x"]))
 
 
 def floors_ms(long: pd.DataFrame, h: pd.DataFrame) -> pd.Series:
@@ -225,15 +225,15 @@ def to_h100(long: pd.DataFrame, csv: Path = H100_CSV, reverse: bool = False) -> 
 
 def to_target(long: pd.DataFrame, h: pd.DataFrame, floors: pd.Series, reverse: bool = False) -> pd.DataFrame:
     """Every shape of NeuSight's five GPUs (``long``) predicted on the one GPU of ``h`` (a long table: ``gpu``, shape,
-    ``t_ms``, ``h100_per_thread``), each scored against that GPU's latency of the shape (``reverse``: the other way);
+    ``t_ms``, ``per_thread``), each scored against that GPU's latency of the shape (``reverse``: the other way);
     ``floors`` holds every row's harness floor (harness_floor_ms), ``target_bin`` whether the GPU of ``h`` took
     >= 0.1 ms."""
     cat = load_catalog()
     gpu = cat.resolve(str(h["gpu"].iloc[0]))
     boosts = boost_windows(pd.concat([long, h]), floors)
     theirs, ours = ("t_target_ms", "t_origin_ms") if reverse else ("t_origin_ms", "t_target_ms")
-    h = h[[*SHAPE, "t_ms", "h100_per_thread"]].drop_duplicates(SHAPE).rename(
-        columns={"t_ms": ours, "h100_per_thread": "target_per_thread"})
+    h = h[[*SHAPE, "t_ms", "per_thread"]].drop_duplicates(SHAPE).rename(
+        columns={"t_ms": ours, "per_thread": "target_per_thread"})
     out = []
     for g, q in long[long["gpu"] != gpu.name].groupby("gpu"):
         q = q[[*SHAPE, "t_ms"]].rename(columns={"t_ms": theirs}).merge(h.drop(columns="target_per_thread"), on=SHAPE)
@@ -248,12 +248,12 @@ def other_targets(long: pd.DataFrame, folders: list[Path]) -> dict[str, pd.DataF
     """NeuSight's five predicted on every other GPU of NeuSight-layout folders (``bmm/`` and ``linear/`` CSVs as its
     repository holds them, e.g. its H100, L4 and A100 80GB sets): ``to_target`` per GPU, with that set's own floor
     and boost window (module doc), keyed by the GPU's catalog name."""
-    out = {}
+    out, floors = {}, harness_floor_ms(long)
     for folder in folders:
         theirs = D.load_neusight(folder)
-        theirs = theirs.assign(h100_per_thread=outputs_per_thread(theirs["kernel"], theirs["block_x"]))
+        theirs = theirs.assign(per_thread=outputs_per_thread(theirs["kernel"], theirs["block_x"]))
         for g, h in theirs[~theirs["gpu"].isin(set(long["gpu"]))].groupby("gpu"):
-            out[str(g)] = to_target(long, h, pd.concat([harness_floor_ms(long), harness_floor_ms(h)]))
+            out[str(g)] = to_target(long, h, pd.concat([floors, harness_floor_ms(h)]))
     return out
 
 
@@ -264,10 +264,10 @@ def outputs_per_thread(kernel: pd.Series, threads: pd.Series) -> pd.Series:
     return tile[0] * tile[1] / threads
 
 
-def h100_kernels(h: pd.DataFrame, floors: pd.Series) -> str:
+def h100_kernels(h: pd.DataFrame, lat: pd.DataFrame, floors: pd.Series) -> str:
     """The H100's own kernels of >= 0.1 ms by outputs per thread: its fraction of its sustained FP32 rate (kernel time
-    = latency less its harness floor) and the law's median signed error over the five origins (``h``: to_h100)."""
-    lat = h100_latencies()
+    = latency less its harness floor) and the law's median signed error over the five origins (``h``: to_h100;
+    ``lat``: h100_latencies)."""
     lat = lat[lat["t_ms"] >= HOST_PATH_MS]
     flops, _ = gemm_flops_bytes(lat.b, lat.m, lat.n, lat.k, 4.0)
     kernel_ms = lat["t_ms"] - floor_at(floors, H100, lat)
@@ -275,7 +275,7 @@ def h100_kernels(h: pd.DataFrame, floors: pd.Series) -> str:
     signed = h[h["h100"] == ">= 0.1 ms"].groupby(["op", "h100_per_thread"])["law_error"].median()
     out = ["| op | outputs per thread | shapes | H100: median fraction of its sustained rate | law: median signed |",
            "|---|---:|---:|---:|---:|"]
-    for (op, per), g in lat.groupby(["op", "h100_per_thread"]):
+    for (op, per), g in lat.groupby(["op", "per_thread"]):
         out.append(f"| {op} | {per:g} | {len(g)} | {g['rate'].median():.2f} | {100 * signed[op, per]:+.1f}% |")
     return "\n".join(out) + "\n"
 
@@ -315,7 +315,8 @@ def main() -> None:
     h, back = to_h100(long), to_h100(long, reverse=True)
     dev = between_dev(long)
     big = h[h["h100"] == ">= 0.1 ms"]
-    floors = floors_ms(long, h100_latencies())
+    lat = h100_latencies()
+    floors = floors_ms(long, lat)
     span = floors.groupby(level=["gpu", "op"]).agg(["min", "max"])
     floor_line = ("Harness floor h per GPU and op (its set's smallest latency; on our H100, whose host path drifted, "
                   "that of the near-empty GEMMs timed nearest to each row: subtracted from the origin's and added to "
@@ -325,7 +326,7 @@ def main() -> None:
                   if FLOOR else "Without the harness floor (--no-floor): latencies as measured.") + "\n"
     text = "\n".join([
         "# NeuSight's FP32 GEMM kernels across chips (benchmarks/crossarch/gemm_kernels.py)\n", floor_line,
-        boost_line(pd.concat([long, h100_latencies()]), floors),
+        boost_line(pd.concat([long, lat]), floors),
         "## From NeuSight's five GPUs to our H100 SXM (the law; `scale` uses it there)\n",
         table(h, ["h100", "origin"], shipped=False), "Kernels of >= 0.1 ms on the H100, per op:\n",
         table(big, ["origin", "op"], shipped=False),
@@ -334,7 +335,7 @@ def main() -> None:
         table(big.assign(origin_ms=pd.cut(big["t_origin_ms"], ORIGIN_MS).astype(str)), ["origin", "op", "origin_ms"],
               shipped=False),
         "The H100's own kernels (cuBLAS's choice for each shape there; tile and threads from its kernel name and "
-        "launch):\n", h100_kernels(h, floors),
+        "launch):\n", h100_kernels(h, lat, floors),
         "## From our H100 SXM to NeuSight's five GPUs (the direction of benchmarks/neusight_e2e.py), H100 kernels of "
         ">= 0.1 ms\n", table(back[back["h100"] == ">= 0.1 ms"], ["target", "op"], shipped=False),
         "## Between NeuSight's five GPUs (`shipped` = the learned model, trained on them: in sample)\n",

@@ -3,11 +3,10 @@ GPUs (V100, T4, P100, P4) reach a mean drift-free error <= 12% against NeuSight'
 held-out GPUs are predicted without touching any label (benchmarks/neusight_e2e.py)."""
 from __future__ import annotations
 
-import importlib.util
 
 import pytest
 
-from tests.conftest import ROOT, SHARED
+from tests.conftest import SHARED, benchmark_module
 
 E2E = SHARED / "data" / "neusight-e2e"
 needs_e2e = pytest.mark.skipif(not (E2E / "labels_dev.csv").is_file(), reason="../shared/data/neusight-e2e is absent")
@@ -16,10 +15,7 @@ BEFORE_PCT = 31.4  # the wave law with datasheet per-SM peaks, same cells
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("neusight_e2e", ROOT / "benchmarks" / "neusight_e2e.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_module("benchmarks/neusight_e2e.py")
 
 
 class _GuardedLabels(dict):
