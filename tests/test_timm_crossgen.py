@@ -48,7 +48,7 @@ PUBLISHED_MS = {
 CASES = [
     ("tensor-core convolutions, cuDNN layout transforms, BN", "h100", "resnet34", "RTX 4090", 0.05, 124.63),
     ("tensor-core convolutions at batch 2048 on a 300 W card", "h200_b2048", "resnet34",
-     "RTX PRO 6000 Blackwell Max-Q", 0.15, 147.80),
+     "RTX PRO 6000 Blackwell Max-Q", 0.10, 160.82),
     ("depthwise convolutions (ATen's own kernels) and BN", "h100", "mobilenetv2_100", "RTX 3090", 0.05, 119.36),
     ("GEMMs, flash attention, layer norm, GELU", "h100", "deit_small_patch16_224", "RTX 5090", 0.05, 94.98),
     ("7x7 depthwise convolutions, layer norm, MLP GEMMs", "h200", "convnext_atto", "RTX 5090", 0.10, 66.12),
