@@ -254,8 +254,10 @@ def _gemm_to_h100_cells() -> tuple[str, str, str, str]:
     gemm_kernels.py), kernels of >= 0.1 ms there (below, the H100 timing is the host's launch path)."""
     rows = {(r["set"], r["subset"]): r for r in csv.DictReader((RESULTS / "crossarch_gemm_kernels.csv").open())}
     big, every = rows[("to H100", ">= 0.1 ms")], rows[("to H100", "all")]
+    kbig, kevery = rows[("to H100 kernel time", ">= 0.1 ms")], rows[("to H100 kernel time", "all")]
     return (f"{int(big['kernels']):,} kernels >= 0.1 ms", f"{100 * float(big['median_abs']):.1f}% (median; every row "
-            f"of {int(every['kernels']):,}: {100 * float(every['median_abs']):.1f}%)",
+            f"of {int(every['kernels']):,}: {100 * float(every['median_abs']):.1f}%; on the H100's kernel times "
+            f"{100 * float(kbig['median_abs']):.1f}%, every row {100 * float(kevery['median_abs']):.1f}%)",
             f"{100 * float(big['p90_abs']):.1f}% (p90)",
             f"{100 * float(big['before_median_abs']):.1f}% (soft split, before issue 32)")
 

@@ -492,8 +492,8 @@ def test_simt_gemms_to_an_h100_are_not_moved_as_latency() -> None:
 @pytest.mark.skipif(not NEUSIGHT.is_dir(), reason="../shared/data/neusight is absent")
 def test_a_neusight_layout_folder_is_scored_as_our_h100_set(tmp_path) -> None:
     """``gemm_kernels.py --target DIR`` (NeuSight's own sets of other GPUs, e.g. its H100, L4 and A100 80GB) reads a
-    folder in NeuSight's layout and dimension order the way our re-timed H100 set is read: that set written out as
-    such a folder scores row for row what to_target gives it with one floor per set."""
+    folder in NeuSight's layout and dimension order the way our re-timed H100 set is read (by its latencies): that set
+    written out as such a folder scores row for row what to_target gives it with one floor per set."""
     bench = _gemm_bench()
     h = pd.read_csv(bench.H100_CSV)
     for op in ("bmm", "linear"):

@@ -71,11 +71,11 @@ TENSOR_DTYPES = ("fp16", "bf16", "tf32", "fp8")
 # get their own tensor median; every other card (data-center, workstation) the other one.
 TENSOR_SUSTAINED_FRACTION = 0.77  # fp16/bf16/tf32/fp8, non-GeForce: median 0.768 over 73 sourced (GPU, dtype) pairs
 GEFORCE_TENSOR_SUSTAINED_FRACTION = 1.07  # median 1.069 over the 19 sourced GeForce (GPU, dtype) pairs
-FP32_GEMM_SUSTAINED_FRACTION = 0.72  # CUDA-core SGEMM: median 0.722 over 37 sourced GPUs
+FP32_GEMM_SUSTAINED_FRACTION = 0.72  # CUDA-core SGEMM: median 0.718 over 38 sourced GPUs
 # The same median per class of FP32 issue (serial_pipes: one scheduler feeding 32 lanes issues every other instruction
 # of the loop in an FFMA's slot, so these cards' SGEMMs reach less of their peak at any clock): what a card's measured
 # SGEMM is compared with where no tensor matmul of it is catalogued (module doc, "Power").
-SERIAL_FP32_GEMM_FRACTION = 0.67  # GA10x, Ada, Hopper, Blackwell: median 0.668 over 23 sourced GPUs
+SERIAL_FP32_GEMM_FRACTION = 0.66  # GA10x, Ada, Hopper, Blackwell: median 0.657 over 24 sourced GPUs
 PAIRED_FP32_GEMM_FRACTION = 0.87  # Pascal, Volta, Turing, GA100: median 0.874 over 14 sourced GPUs
 DRAM_EFFICIENCY = 0.82  # achievable copy bandwidth / datasheet: median 0.816 over 17 sourced GPUs
 
