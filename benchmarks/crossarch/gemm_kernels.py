@@ -26,30 +26,29 @@ dev data is read.
 The harness floor (issue 32): every latency of both sets is one op timed between CUDA events (NeuSight's
 neusight/Dataset/collect.py `measure_once`: record, call, record, synchronize; the mean of the 5 fastest of 25 calls;
 ours, benchmarks/collect/timing.py `event_times_ms`: the same, the median of 5), so it holds the host's dispatch and
-launch path besides the kernel (the stream is idle from the first event until the kernel starts), while `scale` moves
-a trace's kernel durations, which do not. So the law gets the origin's latency less the origin set's floor h_o and
-its prediction is compared after adding the target set's floor h_t: T = law(T_o - h_o) + h_t, h_g the smallest
-latency of GPU g's set of that op (a near-empty GEMM: the launch path and a few us of kernel; bmm 28-47 us on
-NeuSight's GPUs, 25 us on our H100, whose smallest kernels take ~3 us in its trace). Per op, since the two ops' calls
-take different host paths: on every GPU the smallest linear call is 5-43 us slower than the smallest bmm (linear
-46-89 us on NeuSight's GPUs, 36 us on our H100), one kernel each, while both sets hold shapes of 0.01-0.03 MFLOP: the
-difference is the call, not the kernel. On our H100 the host path drifts during a run (the morning run of 2026-12-06:
-a near-empty bmm took 44-50 us in the first 936 of its 1,703 rows and 28-31 us after; the re-run at 14:00 UTC, the set
-kept: 39-47 us in its first and last 700 rows, 25-26 us between; its kernel takes 2.4-3.6 us), so there each row's
-floor is local: the smallest latency of the 5 near-empty GEMMs (under 10 MFLOP) of
-its op timed nearest to it (harness_floor_ms ``local``; the set's one floor had left ~15 us of host time in the
-early rows' kernel time in the morning run: NeuSight's GPUs' rows under 0.1 ms on it 20-29% too fast, all rows 17.9%,
-where the local floor gave 10.4%). NeuSight's sets hold their floor (their fastest near-empty calls stay within 1-3 us of it through the set),
-and their rows of few FLOPs later in a set are not near-empty (large B), so theirs stays one per set. Our H100 set
-(re-timed 2026-12-06 14:00 UTC with gemm_microbench.py --neusight) also holds each call's kernel time (``Kernel
-Time``: the median of 5 profiled calls' summed kernel durations), which holds no host path; that run's host part
-(latency less kernel time) went 15-58 us across the set. A second section scores the H100 on its kernel times, with its
-near-empty kernel (2.4 us) as its floor: the stricter figure, since it leaves no host time on the target to dilute a
-small kernel's error, and the one `scale` faces (it moves a trace's kernel durations); NeuSight's sets and the
-issue's bar are one-call latencies, so the latency tables stay first. Moving
-the origin's launch path as GPU work had scaled 25-47 us of host time down with the GPU (rows of 0.1-0.3 ms on the
-H100 came out 20-30% too fast, every row under 0.1 ms 30-75%). `shipped` (the learned model) takes the latencies as
-they are: it was trained on them. ``--no-floor`` scores without it (the tables before issue 32's part 3).
+launch path besides the kernel (the stream is idle from the first event until the kernel starts), while `scale` moves a
+trace's kernel durations, which do not. So the law gets the origin's latency less the origin set's floor h_o and its
+prediction is compared after adding the target set's floor h_t: T = law(T_o - h_o) + h_t, h_g the smallest latency of
+GPU g's set of that op (a near-empty GEMM: the launch path and a few us of kernel; bmm 28-47 us on NeuSight's GPUs, 25
+us on our H100, whose smallest kernels take ~3 us in its trace). Per op, since the two ops' calls take different host
+paths: on every GPU the smallest linear call is 5-43 us slower than the smallest bmm (linear 46-89 us on NeuSight's
+GPUs, 36 us on our H100), one kernel each, while both sets hold shapes of 0.01-0.03 MFLOP: the difference is the call,
+not the kernel. On our H100 the host path drifts during a run (the morning run of 2026-12-06: a near-empty bmm took
+44-50 us in the first 936 of its 1,703 rows and 28-31 us after; the re-run at 14:00 UTC, the set kept: 39-47 us in its
+first and last 700 rows, 25-26 us between; its kernel takes 2.4-3.6 us), so there each row's floor is local: the
+smallest latency of the 5 near-empty GEMMs (under 10 MFLOP) of its op timed nearest to it (harness_floor_ms ``local``;
+the set's one floor had left ~15 us of host time in the early rows' kernel time in the morning run: NeuSight's GPUs'
+rows under 0.1 ms on it 20-29% too fast, all rows 17.9%, where the local floor gave 10.4%). NeuSight's sets hold their
+floor (their fastest near-empty calls stay within 1-3 us of it through the set), and their rows of few FLOPs later in a
+set are not near-empty (large B), so theirs stays one per set. Our H100 set (re-timed 2026-12-06 14:00 UTC with
+gemm_microbench.py --neusight) also holds each call's kernel time (``Kernel Time``: the median of 5 profiled calls'
+summed kernel durations), which holds no host path; that run's host part (latency less kernel time) went 15-58 us across
+the set. A second section scores the H100 on its kernel times, with its near-empty kernel (2.4 us) as its floor: the
+stricter figure, since it leaves no host time on the target to dilute a small kernel's error, and the one `scale` faces
+(it moves a trace's kernel durations); NeuSight's sets and the issue's bar are one-call latencies, so the latency tables
+stay first. Moving the origin's launch path as GPU work had scaled 25-47 us of host time down with the GPU (rows of
+0.1-0.3 ms on the H100 came out 20-30% too fast, every row under 0.1 ms 30-75%). `shipped` (the learned model) takes the
+latencies as they are: it was trained on them. ``--no-floor`` scores without it (the tables before issue 32's part 3).
 The boost window (issue 32, part 3; boost_window.py): the same one-call timing leaves a power-limited GPU idle between
 calls, so each call starts at a clock its limit does not sustain. Each GPU's window (beta, tau) is fitted to its own
 set's rate against kernel time; only the 70 W T4's falls with time (1.35x its plateau for its first ~0.7 ms). The law
@@ -209,9 +208,9 @@ def h100_latencies(csv: Path = H100_CSV, kernel_time: bool = False) -> pd.DataFr
     """Our H100's FP32 times of NeuSight's shapes: shape (this project's order, D.standard_dims), ``gpu``, ``t_ms``,
     its kernel's outputs per thread and ``harness`` (whether ``t_ms`` holds the host's launch path). ``t_ms`` is the
     call's one-call latency, as NeuSight's sets hold, or with ``kernel_time`` its kernel time (``Kernel Time``, which
-    holds no host path; a file without it is an error). A ``*_neusight`` file was timed as NeuSight's collector times (its dimension
-    order: gemm_microbench.py --neusight); an older one in gemm_microbench's own order, where a linear's B was not
-    used."""
+    holds no host path; a file without it is an error). A ``*_neusight`` file was timed as NeuSight's collector times
+    (its dimension order: gemm_microbench.py --neusight); an older one in gemm_microbench's own order, where a linear's
+    B was not used."""
     h = pd.read_csv(csv).rename(columns={"OPName": "op", "B": "b", "M": "m", "N": "n", "K": "k"})
     h = h[h["DType"] == "fp32"]
     h = D.standard_dims(h) if "_neusight" in csv.name else h.assign(b=np.where(h["op"] == "linear", 1, h["b"]))

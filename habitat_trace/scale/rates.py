@@ -77,7 +77,7 @@ FP32_GEMM_SUSTAINED_FRACTION = 0.72  # CUDA-core SGEMM: median 0.718 over 38 sou
 # SGEMM is compared with where no tensor matmul of it is catalogued (module doc, "Power").
 SERIAL_FP32_GEMM_FRACTION = 0.66  # GA10x, Ada, Hopper, Blackwell: median 0.657 over 24 sourced GPUs
 PAIRED_FP32_GEMM_FRACTION = 0.87  # Pascal, Volta, Turing, GA100: median 0.874 over 14 sourced GPUs
-DRAM_EFFICIENCY = 0.83  # achievable copy bandwidth / datasheet: median 0.827 over 18 sourced GPUs
+DRAM_EFFICIENCY = 0.83  # achievable copy bandwidth / datasheet: median 0.833 over 20 sourced GPUs (each run once)
 
 
 @dataclass(frozen=True)
