@@ -214,6 +214,8 @@ def h100_latencies(csv: Path = H100_CSV, kernel_time: bool = False) -> pd.DataFr
     h = pd.read_csv(csv).rename(columns={"OPName": "op", "B": "b", "M": "m", "N": "n", "K": "k"})
     h = h[h["DType"] == "fp32"]
     h = D.standard_dims(h) if "_neusight" in csv.name else h.assign(b=np.where(h["op"] == "linear", 1, h["b"]))
+    if kernel_time and "Kernel Time" not in h.columns:
+        raise SystemExit(f"{csv}: no Kernel Time column; re-time the shapes with gemm_microbench.py --neusight")
     return h.assign(t_ms=h["Kernel Time" if kernel_time else "Latency"])[[*SHAPE, "t_ms"]].assign(
         gpu=H100, per_thread=outputs_per_thread(h["Kernel Name"], h["Block x"]), harness=not kernel_time)
 
