@@ -43,11 +43,11 @@ MIN_WAVES, MIN_KERNEL_MS = 2, 0.1  # a share beyond the first wave to measure; a
 
 def efficiencies(long: pd.DataFrame) -> pd.DataFrame:
     """Per GPU and shape of NeuSight's five: ``e`` (module doc), ``waves`` and ``kernel_ms`` (latency less floor)."""
-    cat, floors, out = load_catalog(), G.harness_floor_ms(long), []
+    cat, floors, out, host = load_catalog(), G.harness_floor_ms(long), [], G.hosts(long)
     boosts = G.boost_windows(long, floors)
     serial = rates(cat.resolve(G.H100))  # a target whose FP32 pipe runs the time beyond the rate in series
     for g, q in long.groupby("gpu"):
-        r = rates(cat.resolve(g))
+        r = rates(host[str(g)])  # the host that timed the set, at its own sustained rate (gemm_kernels.hosts)
         kernel_ms = boosts[g].sustained_ms(
             np.maximum(q.t_ms.to_numpy() - G.floor_at(floors, str(g), q), 0.0))
         flops, nbytes = gemm_flops_bytes(q.b, q.m, q.n, q.k, 4.0)
