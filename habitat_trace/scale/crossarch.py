@@ -42,7 +42,7 @@ the kernel's ramp: latency, moved at SMs x clock like the rest of the law's late
 the same tiles' work again, done by the SMs at the rate their pipe sustains, so that share keeps the fraction of the
 sustained rate the GEMM reached on the origin (issue 17's FP32 law; Habitat's premise with sustained rates for peaks).
 Per SM-clock the H100 does twice the FP32 math (128 lanes per SM) of a V100, T4, A100 or P100 (64), and a
-power-limited card less than S x f says (the T4 sustains 3.4 of its 8.1 TFLOP/s), so moving all of it at SMs x clock
+power-limited card less than S x f says (the T4 sustains 4.2 of its 8.1 TFLOP/s), so moving all of it at SMs x clock
 (the first repair) left NeuSight's SGEMMs of >= 0.1 ms 21.1% off on our H100; 17.7% this way (P100 linear rows +31.5%
 -> +17%; benchmarks/crossarch/gemm_kernels.py, harness floor out). Moving all of it with the math gives the same
 17.6% but made a 6 us single-wave V100 SGEMM (512x512x16) 8.4 us on an A100, whose FP32 rate per SM is lower: a
