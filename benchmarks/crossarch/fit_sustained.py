@@ -9,7 +9,8 @@ FLOP rate over GEMMs of at least MIN_GFLOP (many waves, long enough for the powe
   the software of their end-to-end labels) for P100 PCIe, P4, T4, V100 PCIe 32GB and A100 PCIe 40GB;
 - our H100 SXM traces of NeuSight's workloads (shared/data/neusight-e2e/*.pt.trace.json.gz): FP32 GEMM kernels
   of ops with recorded shapes, FLOPs from the shapes, time from the trace.
-Prints one line per GPU; the catalog carries the numbers with this script named as their source.
+Prints one line per GPU; the catalog carries the numbers with this script named as their source, but the T4's
+(2026-12-06: two public runs agree on 4.2-4.4 where this sweep's host held 3.36; specs/gpus.toml's header says when).
 """
 from __future__ import annotations
 
