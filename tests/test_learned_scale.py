@@ -129,3 +129,52 @@ def test_external_v100_trace_uses_the_model_for_its_sgemms():
     names = trace.gpu[S.NAME].to_numpy()[learned_rows]
     assert all("sgemm" in n or "splitKreduce" in n for n in names)
     assert np.all(pred.dur_ns[learned_rows] >= 1)
+
+
+def test_learned_path_predicts_the_catalogs_t4_not_the_sweeps_host():
+    """Regression (issue 32, 2026-12-06): the model learned the T4 from NeuSight's sweep, whose host sustained 3.36
+    TFLOP/s of FP32 GEMMs; the catalog's T4 sustains 4.17 (two public runs), which the cross-chip law reads. The learned
+    path moves its prediction to the catalog's card (envelope.host_scale): a T4 target's GEMM takes 3.36 / 4.17 of the
+    sweep host's time, and a T4 origin's time is read as the sweep host's (longer by 4.17 / 3.36)."""
+    host = envelope.TRAINED_HOST_FP32_TFLOPS["T4"]
+    simt = T4.extra["fp32_gemm_sustained_tflops"]
+    assert (host, simt) == (3.36, 4.17)
+    t_o = 900_000
+    sweep = float(np.ravel(learned.gemm_time_ratios(2048, 4096, 1024, 1, "fp32", V100, T4, t_o))[0]) * t_o
+    assert predict(_trace(), V100, T4).dur_ns[0] == pytest.approx(sweep * host / simt, abs=1)
+    back = float(np.ravel(learned.gemm_time_ratios(2048, 4096, 1024, 1, "fp32", T4, V100, t_o * simt / host))[0])
+    assert predict(_trace(), T4, V100).dur_ns[0] == pytest.approx(t_o * simt / host * back, abs=1)
+    # and the card's roofline still bounds it (the 30 us origin time of test_learned_prediction_respects_the_roofline)
+    flops, nbytes = M.gemm_cost(1, 2048, 4096, 1024)
+    floor = M.roofline_ms(flops, nbytes, M.gpu_vector(T4)) * 1e6
+    assert float(np.ravel(learned.card_time_ratios(2048, 4096, 1024, 1, "fp32", V100, T4, 30_000, 1.0,
+                                                   host / simt))[0]) * 30_000 >= floor - 1
+
+
+def test_host_scale_is_one_where_the_catalog_is_the_sweeps_host():
+    """Every training GPU but the T4 carries its sweep host's rate in the catalog (fit_sustained.py's figures), so
+    the learned path leaves them as the model predicts them; a GPU the model was not trained on is never rescaled."""
+    from habitat_trace.scale.rates import rates
+
+    for gpu, host in envelope.TRAINED_HOST_FP32_TFLOPS.items():
+        spec = CATALOG.resolve(gpu)
+        published = spec.extra["fp32_gemm_sustained_source"].startswith("published benchmark")
+        assert (spec.extra["fp32_gemm_sustained_tflops"] == host) != published, gpu
+        assert (envelope.host_scale(spec, rates(spec).simt_tflops) == 1.0) != published, gpu
+    titan_v = CATALOG.resolve("TITAN V")
+    assert envelope.covers(titan_v) and envelope.host_scale(titan_v, 1.0) == 1.0
+
+
+def test_trained_host_rates_are_the_sweeps_statistic():
+    """TRAINED_HOST_FP32_TFLOPS is fit_sustained.py's p90 over the sweep the model was trained on."""
+    folder = ROOT.parent / "shared" / "data" / "neusight"
+    if not folder.is_dir():
+        pytest.skip("../shared is absent")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fit_sustained", ROOT / "benchmarks" / "crossarch" / "fit_sustained.py")
+    fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit)
+    for folder_name, gpu in fit.NEUSIGHT_GPUS.items():
+        got = round(float(np.percentile(fit.neusight_rates(folder, folder_name), fit.PERCENTILE)), 2)
+        assert got == envelope.TRAINED_HOST_FP32_TFLOPS[gpu], gpu
