@@ -186,10 +186,8 @@ def shipped_ns(q: pd.DataFrame, origin, target, law: np.ndarray) -> np.ndarray:
     if not (envelope.covers(origin) and envelope.covers(target)):
         return law
     t_o = q.t_origin_ms.to_numpy() * 1e6
-    # as the engine calls it (engine._learned_gemm_ns): 1 on NeuSight's hosts (hosts()), whose rates are the sweep's
-    hosts = (envelope.host_scale(g, rates(g).simt_tflops) for g in (origin, target))
-    ratio = learned.card_time_ratios(q.m.to_numpy(), q.n.to_numpy(), q.k.to_numpy(), q.b.to_numpy(), "fp32",
-                                     origin, target, t_o, *hosts)
+    ratio = learned.gemm_time_ratios(q.m.to_numpy(), q.n.to_numpy(), q.k.to_numpy(), q.b.to_numpy(), "fp32",
+                                     origin, target, t_o)
     return np.where(np.isfinite(ratio), t_o * ratio, law)
 
 

@@ -308,10 +308,7 @@ def _learned_gemm_ns(trace: Tables, origin: GpuSpec, target: GpuSpec, pipe: np.n
         return out
     op = trace.gpu[S.OP].to_numpy()[rows]
     t_op = pd.Series(t_o[rows]).groupby(op).transform("sum").to_numpy()
-    # the model predicts the hosts it learned from (envelope.host_scale): the origin's times as its sweep host's, the
-    # target's back to the catalog's card
-    hosts = (envelope.host_scale(g, rates(g).simt_tflops) for g in (origin, target))
-    out[rows] = t_o[rows] * learned.card_time_ratios(m, n, k, b, "fp32", origin, target, t_op, *hosts)
+    out[rows] = t_o[rows] * learned.gemm_time_ratios(m, n, k, b, "fp32", origin, target, t_op)
     return out
 
 

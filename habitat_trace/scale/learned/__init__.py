@@ -43,16 +43,3 @@ def gemm_time_ratios(m: ArrayLike, n: ArrayLike, k: ArrayLike, batch: ArrayLike,
         flops, nbytes = M.gemm_cost(bb, mm, nn, kk, dtype)
         return one * np.maximum(t_ms, M.roofline_ms(flops, nbytes, g)) / t_ms
     return one * M.predict_target_ms(bb, mm, nn, kk, t_ms, o, g, dtype) / t_ms
-
-
-def card_time_ratios(m: ArrayLike, n: ArrayLike, k: ArrayLike, batch: ArrayLike, dtype: str, origin: GpuSpec,
-                     target: GpuSpec, t_origin_ns: ArrayLike, host_origin: float = 1.0,
-                     host_target: float = 1.0) -> np.ndarray:
-    """``gemm_time_ratios`` between the catalog's cards rather than the hosts the model learned them from (``host_*``:
-    envelope.host_scale of each GPU): the origin's time read as its host's (t / host_origin), the prediction moved to
-    the target's card (x host_target), never below the target's roofline. NaN where gemm_time_ratios is."""
-    t = np.asarray(t_origin_ns, dtype=np.float64)
-    ratio = gemm_time_ratios(m, n, k, batch, dtype, origin, target, t / host_origin) * host_target / host_origin
-    flops, nbytes = M.gemm_cost(np.asarray(batch, np.float64), np.asarray(m, np.float64), np.asarray(n, np.float64),
-                                np.asarray(k, np.float64), dtype)
-    return np.maximum(ratio, M.roofline_ms(flops, nbytes, M.gpu_vector(target, dtype)) * 1e6 / t)

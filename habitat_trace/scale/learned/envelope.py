@@ -42,31 +42,6 @@ TRAINED_VALUES = {
 }
 
 
-# The sustained FP32 GEMM rate (TFLOP/s) each TRAINED_ON GPU's host held in the NeuSight sweep the model learned from:
-# the p90 rate of its GEMMs of >= 20 GFLOP (benchmarks/crossarch/fit_sustained.py over shared/data/neusight; tests/
-# test_learned_scale.py recomputes them where ../shared is present). The model predicts those hosts. The catalog's
-# figure for the card is the same but where public runs of the card replace the sweep's (specs/gpus.toml header: the
-# T4, 4.17 against its sweep host's 3.36, issue 32), and ``host_scale`` says how far that card's host is from the
-# sweep's, so the learned path and the cross-chip law, which reads the catalog, predict the same card.
-TRAINED_HOST_FP32_TFLOPS = {
-    "P100 PCIe 16GB": 7.15,
-    "P4": 3.10,
-    "T4": 3.36,
-    "V100 PCIe 32GB": 12.45,
-    "A100 PCIe 40GB": 16.13,
-}
-
-
-def host_scale(spec: GpuSpec, simt_tflops: float) -> float:
-    """A GEMM's time on the catalog's ``spec`` (sustaining ``simt_tflops`` of FP32 GEMMs, scale/rates.py) over its
-    time on the host the model learned ``spec`` from: the sweep host's rate over the catalog's (1 for a GPU the model
-    was not trained on, whose prediction is already the catalog's card as far as the model can tell). The same factor
-    for a GEMM of any size: the sweep's hosts ran every call from an idle GPU, so a short kernel's boost (the T4's
-    first ~0.7 ms, benchmarks/crossarch/boost_window.py) is in the model too, at the same clock ratio."""
-    host = TRAINED_HOST_FP32_TFLOPS.get(spec.name)
-    return host / simt_tflops if host is not None and simt_tflops > 0 else 1.0
-
-
 @functools.lru_cache(maxsize=1)
 def trained_range() -> tuple[np.ndarray, np.ndarray]:
     """(low, high) per ``FIELDS`` over ``TRAINED_ON``, widened by ``SLACK``."""
