@@ -21,6 +21,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from habitat_trace.scale import learned  # noqa: E402
+from habitat_trace.scale.learned import model as M  # noqa: E402
+from habitat_trace.scale.rates import rates  # noqa: E402
 from habitat_trace.scale.specs import load_catalog  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,6 +33,20 @@ DEV = {"Tesla_V100-PCIE-32GB": "V100 PCIe 32GB", "Tesla_T4": "T4", "Tesla_P100-P
        "Tesla_P4": "P4"}
 H100 = ("NVIDIA_H100_80GB_HBM3", "H100 SXM5 80GB")
 NOT_GEMM = ("embed", "norm", "dropout", "act", "wpe", "wte")
+# the sweep host's sustained FP32 GEMM rate (TFLOP/s) of each GPU the learned model was trained on
+# (benchmarks/crossarch/fit_sustained.py; the catalog's figure for all but the T4, whose public runs replace it)
+SWEEP_HOST_TFLOPS = {"V100 PCIe 32GB": 12.45, "T4": 3.36, "P100 PCIe 16GB": 7.15, "P4": 3.10}
+
+
+def learned_ns(q: pd.DataFrame, origin, target, to_cards: bool) -> np.ndarray:
+    """The learned model's target time (ns) of each GEMM row of ``q``, as `scale` calls it or (``to_cards``) with each
+    GPU moved from its sweep host to the catalog's card (module doc); NaN outside the model's domain."""
+    h_o, h_t = (SWEEP_HOST_TFLOPS[g.name] / rates(g).simt_tflops if to_cards else 1.0 for g in (origin, target))
+    t = q.t_origin_ms.to_numpy() * 1e6 / h_o
+    ratio = learned.gemm_time_ratios(q.m.to_numpy(), q.n.to_numpy(), q.k.to_numpy(), q.b.to_numpy(), "fp32", origin,
+                                     target, t) * h_t
+    flops, nbytes = M.gemm_cost(q.b.to_numpy(), q.m.to_numpy(), q.n.to_numpy(), q.k.to_numpy())
+    return np.maximum(t * ratio, M.roofline_ms(flops, nbytes, M.gpu_vector(target)) * 1e6)
 
 
 def gemms(d: pd.DataFrame) -> list[tuple[str, str, list[tuple[int, int, int, int]], float]]:
@@ -53,12 +70,14 @@ def gemms(d: pd.DataFrame) -> list[tuple[str, str, list[tuple[int, int, int, int
     return out
 
 
-def node_rows(folder: Path, dev: str) -> pd.DataFrame:
-    """One row per GEMM of each labelled node on ``dev``, with NeuSight's H100 label of the node split over its GEMMs
-    by FLOPs as the origin time."""
+def node_rows(folder: Path, dev: str, origin: str = H100[0]) -> pd.DataFrame:
+    """One row per GEMM of each labelled node on ``dev``, with the ``origin`` GPU's label of the node (NeuSight's
+    H100 by default) split over its GEMMs by FLOPs as the origin time."""
     rows = []
     for path in sorted((folder / dev).glob("*.csv.gz")):
-        ref = {(n, p): ms for n, p, _, ms in gemms(pd.read_csv(folder / H100[0] / path.name))}
+        if not (folder / origin / path.name).is_file():
+            continue
+        ref = {(n, p): ms for n, p, _, ms in gemms(pd.read_csv(folder / origin / path.name))}
         for node, pas, parts, ms in gemms(pd.read_csv(path)):
             if ms <= 0 or (node, pas) not in ref:
                 continue
@@ -85,6 +104,21 @@ def main() -> None:
         err = (g["pred"] - g["label"]).abs().sum() / g["label"].sum()
         print(f"| {name} | {len(g)} | {g['label'].sum():.1f} | {100 * err:.1f}% | "
               f"{100 * (g['pred'].sum() / g['label'].sum() - 1):+.1f}% |")
+    print("\n| origin | target | GEMM nodes | learned, as `scale` calls it: time-weighted, median signed | "
+          "moved to the catalog's cards (tried, not kept) |\n|---|---|---:|---:|---:|")
+    for o_dev, o_name in DEV.items():
+        for t_dev, t_name in DEV.items():
+            q = node_rows(folder, t_dev, o_dev) if o_dev != t_dev else pd.DataFrame()
+            if q.empty:
+                continue
+            o, t = catalog.resolve(o_name), catalog.resolve(t_name)
+            cells = []
+            for to_cards in (False, True):
+                g = q.assign(pred=learned_ns(q, o, t, to_cards) / 1e6).groupby("node").agg(
+                    pred=("pred", lambda v: v.sum(min_count=len(v))), label=("label_ms", "first")).dropna()
+                err = (g["pred"] - g["label"]).abs().sum() / g["label"].sum()
+                cells.append(f"{100 * err:.1f}%, {100 * (g['pred'] / g['label'] - 1).median():+.1f}%")
+            print(f"| {o_name} | {t_name} | {len(g)} | {cells[0]} | {cells[1]} |")
 
 
 if __name__ == "__main__":
