@@ -84,7 +84,7 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "learned"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from boost_window import BoostWindow, fit  # noqa: E402
-from fit_sustained import MIN_GFLOP, PERCENTILE  # noqa: E402
+from fit_sustained import big_gemm_rates, sustained_tflops  # noqa: E402
 from habitat_trace.scale import crossarch, learned, wave  # noqa: E402
 from habitat_trace.scale.cost import gemm_flops_bytes  # noqa: E402
 from habitat_trace.scale.gpu import GpuSpec  # noqa: E402
@@ -113,11 +113,10 @@ def hosts(long: pd.DataFrame) -> dict[str, GpuSpec]:
     cat, out = load_catalog(), {}
     for g, q in long.groupby("gpu"):
         flops, _ = gemm_flops_bytes(q.b, q.m, q.n, q.k, 4.0)
-        big = np.asarray(flops) >= MIN_GFLOP * 1e9
-        rate = np.asarray(flops)[big] / (q["t_ms"].to_numpy()[big] * 1e9)
+        rate = round(sustained_tflops(big_gemm_rates(np.asarray(flops), q["t_ms"].to_numpy())), 2)
         spec = cat.resolve(str(g))
-        out[spec.name] = replace(spec, extra={**spec.extra, "fp32_gemm_sustained_tflops": round(
-            float(np.percentile(rate, PERCENTILE)), 2), "fp32_gemm_sustained_source": "its set (gemm_kernels.hosts)"})
+        out[spec.name] = replace(spec, extra={**spec.extra, "fp32_gemm_sustained_tflops": rate,
+                                              "fp32_gemm_sustained_source": "its set (gemm_kernels.hosts)"})
     return out
 
 

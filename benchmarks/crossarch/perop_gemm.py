@@ -27,21 +27,20 @@ from habitat_trace.scale.rates import rates  # noqa: E402
 from habitat_trace.scale.specs import load_catalog  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm_kernels import law_ns  # noqa: E402
+from gemm_kernels import hosts, law_ns  # noqa: E402
+from training import data as D  # noqa: E402  (on the path gemm_kernels sets)
 
 DEV = {"Tesla_V100-PCIE-32GB": "V100 PCIe 32GB", "Tesla_T4": "T4", "Tesla_P100-PCIE-16GB": "P100 PCIe 16GB",
        "Tesla_P4": "P4"}
 H100 = ("NVIDIA_H100_80GB_HBM3", "H100 SXM5 80GB")
 NOT_GEMM = ("embed", "norm", "dropout", "act", "wpe", "wte")
-# the sweep host's sustained FP32 GEMM rate (TFLOP/s) of each GPU the learned model was trained on
-# (benchmarks/crossarch/fit_sustained.py; the catalog's figure for all but the T4, whose public runs replace it)
-SWEEP_HOST_TFLOPS = {"V100 PCIe 32GB": 12.45, "T4": 3.36, "P100 PCIe 16GB": 7.15, "P4": 3.10}
 
 
-def learned_ns(q: pd.DataFrame, origin, target, to_cards: bool) -> np.ndarray:
-    """The learned model's target time (ns) of each GEMM row of ``q``, as `scale` calls it or (``to_cards``) with each
-    GPU moved from its sweep host to the catalog's card (module doc); NaN outside the model's domain."""
-    h_o, h_t = (SWEEP_HOST_TFLOPS[g.name] / rates(g).simt_tflops if to_cards else 1.0 for g in (origin, target))
+def learned_ns(q: pd.DataFrame, origin, target, sweep: dict | None) -> np.ndarray:
+    """The learned model's target time (ns) of each GEMM row of ``q``, as `scale` calls it, or with each GPU moved
+    from its sweep host (``sweep``: gemm_kernels.hosts of the model's training sets) to the catalog's card (module
+    doc); NaN outside the model's domain."""
+    h_o, h_t = (rates(sweep[g.name]).simt_tflops / rates(g).simt_tflops if sweep else 1.0 for g in (origin, target))
     t = q.t_origin_ms.to_numpy() * 1e6 / h_o
     ratio = learned.gemm_time_ratios(q.m.to_numpy(), q.n.to_numpy(), q.k.to_numpy(), q.b.to_numpy(), "fp32", origin,
                                      target, t) * h_t
@@ -106,6 +105,7 @@ def main() -> None:
               f"{100 * (g['pred'].sum() / g['label'].sum() - 1):+.1f}% |")
     print("\n| origin | target | GEMM nodes | learned, as `scale` calls it: time-weighted, median signed | "
           "moved to the catalog's cards (tried, not kept) |\n|---|---|---:|---:|---:|")
+    sweep = hosts(D.load_neusight(a.shared / "data" / "neusight"))
     for o_dev, o_name in DEV.items():
         for t_dev, t_name in DEV.items():
             q = node_rows(folder, t_dev, o_dev) if o_dev != t_dev else pd.DataFrame()
@@ -113,8 +113,8 @@ def main() -> None:
                 continue
             o, t = catalog.resolve(o_name), catalog.resolve(t_name)
             cells = []
-            for to_cards in (False, True):
-                g = q.assign(pred=learned_ns(q, o, t, to_cards) / 1e6).groupby("node").agg(
+            for hosts_of in (None, sweep):
+                g = q.assign(pred=learned_ns(q, o, t, hosts_of) / 1e6).groupby("node").agg(
                     pred=("pred", lambda v: v.sum(min_count=len(v))), label=("label_ms", "first")).dropna()
                 err = (g["pred"] - g["label"]).abs().sum() / g["label"].sum()
                 cells.append(f"{100 * err:.1f}%, {100 * (g['pred'] / g['label'] - 1).median():+.1f}%")
