@@ -250,12 +250,32 @@ def _exit_code(signal_name: str) -> int:
 
 
 # --- the pool -------------------------------------------------------------------------------------------------
+class StopFlag:
+    """The pool's shared stop flag: one byte of shared memory, set and read without a lock. A worker's signal
+    handler sets it, and Python runs a handler between two bytecodes of whatever the thread was doing (the ``signal``
+    module docs, "Execution of Python signal handlers"), so the handler must not take a lock that code may hold.
+    ``multiprocessing.Event`` did: ``is_set`` holds its lock, and a Ctrl-C landing there hung the worker in ``set``
+    for good, and ``scale DIR --jobs N`` with it (seen once in CI; tests/test_batch.py reproduces it in a second)."""
+
+    def __init__(self) -> None:
+        import ctypes
+        import multiprocessing
+
+        self._flag = multiprocessing.RawValue(ctypes.c_bool, False)
+
+    def set(self) -> None:
+        self._flag.value = True
+
+    def is_set(self) -> bool:
+        return bool(self._flag.value)
+
+
 # A worker process's signal state: the shared stop flag, and whether a unit is running (only then does a signal
 # unwind it, once; an idle worker ignores it and takes no new unit).
 _WORKER: dict[str, Any] = {"stop": None, "busy": False, "hit": False}
 
 
-def _worker_init(stop: Any, pids: Any) -> None:
+def _worker_init(stop: StopFlag, pids: Any) -> None:
     _WORKER["stop"] = stop
     pids.put(os.getpid())
     signal.signal(signal.SIGINT, _worker_signal)
@@ -284,7 +304,7 @@ def _in_pool(work: list[Unit], options: Options, paths: dict[tuple[Path, str], P
     import multiprocessing
     from concurrent.futures.process import BrokenProcessPool
 
-    stop, pids = multiprocessing.Event(), multiprocessing.SimpleQueue()  # type: Any, Any
+    stop, pids = StopFlag(), multiprocessing.SimpleQueue()  # type: StopFlag, Any
     results: dict[int, UnitResult] = {}
     with ProcessPoolExecutor(max_workers=n, initializer=_worker_init, initargs=(stop, pids)) as pool:
         futures = {pool.submit(_pool_unit, u, options, paths, _spare_cpu(n)): i for i, u in enumerate(work)}
@@ -303,7 +323,7 @@ def _in_pool(work: list[Unit], options: Options, paths: dict[tuple[Path, str], P
     return _rows(results)
 
 
-def _stop_workers(stop: Any, pids: Any, futures: dict[Future, int], results: dict[int, UnitResult]) -> None:
+def _stop_workers(stop: StopFlag, pids: Any, futures: dict[Future, int], results: dict[int, UnitResult]) -> None:
     """Set the stop flag, signal every worker (one that is writing unwinds out of it), cancel what has not
     started and collect the rows of what was written; a second Ctrl-C meanwhile is ignored."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
