@@ -125,25 +125,25 @@ def test_scale_to_all_writes_the_same_traces_in_two_processes_as_in_one(tmp_path
 
 def _spin_on_the_stop_flag(stop: Any, pids: Any, seconds: float) -> None:
     """A pool worker that checks the stop flag as scale_unit does before each write, for ``seconds``."""
-    from habitat_trace.commands import batch
+    from habitat_trace.pipeline import pool
 
-    batch._worker_init(stop, pids)
+    pool.worker_init(stop, pids)
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        batch._WORKER["stop"].is_set()
+        pool.stopping()
 
 
 def test_a_signal_while_a_worker_checks_the_stop_flag_does_not_hang_it() -> None:
     """Pins the hang of CI's test_issue26_item3_ctrl_c_stops_a_directory_at_once[terminal-2] (2026-12-06): the
     worker's SIGINT handler set a multiprocessing.Event while the code it interrupted held the Event's lock in
     ``is_set``, so the worker hung in the handler and ``scale DIR --jobs 2`` never exited. With the Event this
-    hangs within a few hundred signals (the child is still alive after the spin); with batch.StopFlag it ends."""
+    hangs within a few hundred signals (the child is still alive after the spin); with pool.StopFlag it ends."""
     import multiprocessing
 
-    from habitat_trace.commands import batch
+    from habitat_trace.pipeline import pool
 
     ctx = multiprocessing.get_context("fork")
-    stop, pids = batch.StopFlag(), ctx.SimpleQueue()
+    stop, pids = pool.StopFlag(), ctx.SimpleQueue()
     child = ctx.Process(target=_spin_on_the_stop_flag, args=(stop, pids, 2.0))
     child.start()
     try:

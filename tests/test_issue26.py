@@ -176,6 +176,43 @@ def test_issue26_item3_ctrl_c_stops_a_directory_at_once(tmp_path: Path, how: str
     assert len(after) < 3 * len(CATALOG.specs)
 
 
+@pytest.mark.parametrize("how", ["terminal", "main-only"])
+def test_ctrl_c_stops_the_ranks_of_a_distributed_run_at_once(tmp_path: Path, how: str) -> None:
+    """Item 3 for a run of ranks (pipeline/fanout.py on 2 processes): Ctrl-C went on until the rank that
+    ProcessPoolExecutor had already queued to each worker had run to its end (~4 s on 4 ranks of 400 steps, tens of
+    seconds on these; a rank of a GB trace: minutes), and ``kill -INT`` of the main process alone until every queued
+    rank had. Now it exits 130 within seconds, with no output and no staging or temporary file left."""
+    d, out = tmp_path / "ranks", tmp_path / "out"
+    d.mkdir()
+    out.mkdir()
+    for r in range(4):
+        write(ddp_trace(rank=r, world=4, steps=1500, gemm_us=500 + 10 * r), d / f"rank{r}.pt.trace.json.gz")
+    args = ["scale", d, "--to", "all", "-o", out, "--jobs", "2"]
+    if how == "terminal":
+        term = Pty(args, cols=120)
+        proc, stop = term.proc, lambda: os.write(term.master, b"\x03")
+        assert term.read_until("summarizing 4 ranks"), term.text
+    else:
+        proc = subprocess.Popen([sys.executable, "-m", "habitat_trace", *map(str, args)], cwd=ROOT, env=_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                preexec_fn=default_signals)
+        stop = lambda: os.kill(proc.pid, signal.SIGINT)  # noqa: E731
+    time.sleep(1.0)  # the workers are summarizing their first rank, the next one queued to each
+    assert proc.poll() is None, "the run ended before the signal: make its ranks longer"
+    stop()
+    stopped_at = time.monotonic()
+    if how == "terminal":
+        code, text = term.finish(), ANSI.sub("", term.text)
+    else:
+        _, text = proc.communicate(timeout=120)
+        code = proc.returncode
+    took = time.monotonic() - stopped_at
+    assert code == 130, text
+    assert took < 10, f"it went on {took:.1f} s after the signal"
+    assert "aborted: wrote 0 traces before the signal" in text.replace("\r", ""), text
+    assert list(out.iterdir()) == [], [p.name for p in out.iterdir()]
+
+
 # --- item 5: validate refuses different programs ------------------------------------------------------------------
 
 @pytest.mark.slow

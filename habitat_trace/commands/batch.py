@@ -6,7 +6,8 @@ and some of the targets: the runs, and each run's targets split so that every wo
 worker's peak is about ``PEAK_PER_BYTE`` x its run's uncompressed size (pipeline/jobs.py), so at most
 MemAvailable / (the largest run's estimate) workers run at once, and never more than the CPUs.
 
-Interrupts (Ctrl-C, SIGTERM) stop every process at once: a worker checks a shared stop flag before each write and
+Interrupts (Ctrl-C, SIGTERM) stop every process at once (pipeline/pool.py): a worker checks the pool's stop flag before
+each write and
 unwinds out of the write in progress (the writer removes its temporary file), so no output appears after the
 signal; ``Interrupted`` carries the rows of what was written. In a directory, a run that fails is a row with its
 one-line error; a single file's error is raised as it is (its own exit code).
@@ -16,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
@@ -140,9 +141,10 @@ def _in_process(work: list[Unit], options: Options, paths: dict[tuple[Path, str]
 
 def scale_unit(unit: Unit, options: Options, paths: dict[tuple[Path, str], Path],
                on_row: Optional[Callable[[dict[str, Any]], Any]] = None, raise_errors: bool = False,
-               stop: Any = None, say: Callable[[str], None] = log.info, spare_cpu: bool = False) -> UnitResult:
-    """Load the unit's run, and write each rank on each of its targets (stopping before a write once ``stop`` is
-    set); its rows. Errors of the input are a row each (raised with ``raise_errors``). A signal that lands after a
+               stopping: Optional[Callable[[], bool]] = None, say: Callable[[str], None] = log.info,
+               spare_cpu: bool = False) -> UnitResult:
+    """Load the unit's run, and write each rank on each of its targets (stopping before a write once ``stopping()``
+    says so); its rows. Errors of the input are a row each (raised with ``raise_errors``). A signal that lands after a
     write's rename still counts that output as written (it is whole: the rename is atomic). ``say``: each step.
     ``spare_cpu``: a CPU no other worker uses, on which each trace is compressed and written while the next target
     is predicted (emit.writer.WriteBehind)."""
@@ -172,7 +174,7 @@ def scale_unit(unit: Unit, options: Options, paths: dict[tuple[Path, str], Path]
             say(f"{target.name}: predicting {sum(len(r.tables.gpu) for r in run.ranks)} GPU events and replaying")
             replay = run.replay(target)
             for b, rr in zip(base.ranks, replay.ranks):
-                if stop is not None and stop.is_set():
+                if stopping is not None and stopping():
                     _finish(behind.abort())
                     return UnitResult(rows, "SIGINT")
                 path = paths[(rr.tables.path, target.name)]
@@ -250,63 +252,20 @@ def _exit_code(signal_name: str) -> int:
 
 
 # --- the pool -------------------------------------------------------------------------------------------------
-class StopFlag:
-    """The pool's shared stop flag: one byte of shared memory, set and read without a lock. A worker's signal
-    handler sets it, and Python runs a handler between two bytecodes of whatever the thread was doing (the ``signal``
-    module docs, "Execution of Python signal handlers"), so the handler must not take a lock that code may hold.
-    ``multiprocessing.Event`` did: ``is_set`` holds its lock, and a Ctrl-C landing there hung the worker in ``set``
-    for good, and ``scale DIR --jobs N`` with it (seen once in CI; tests/test_batch.py reproduces it in a second)."""
-
-    def __init__(self) -> None:
-        import ctypes
-        import multiprocessing
-
-        self._flag = multiprocessing.RawValue(ctypes.c_bool, False)
-
-    def set(self) -> None:
-        self._flag.value = True
-
-    def is_set(self) -> bool:
-        return bool(self._flag.value)
-
-
-# A worker process's signal state: the shared stop flag, and whether a unit is running (only then does a signal
-# unwind it, once; an idle worker ignores it and takes no new unit).
-_WORKER: dict[str, Any] = {"stop": None, "busy": False, "hit": False}
-
-
-def _worker_init(stop: StopFlag, pids: Any) -> None:
-    _WORKER["stop"] = stop
-    pids.put(os.getpid())
-    signal.signal(signal.SIGINT, _worker_signal)
-    signal.signal(signal.SIGTERM, _worker_signal)
-
-
-def _worker_signal(signum: int, frame: object) -> None:
-    _WORKER["stop"].set()
-    if _WORKER["busy"] and not _WORKER["hit"]:
-        _WORKER["hit"] = True
-        raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
-
-
 def _pool_unit(unit: Unit, options: Options, paths: dict[tuple[Path, str], Path], spare_cpu: bool) -> UnitResult:
-    if _WORKER["stop"].is_set():
-        return UnitResult([], "SIGINT")
-    _WORKER["busy"], _WORKER["hit"] = True, False
-    try:
-        return scale_unit(unit, options, paths, stop=_WORKER["stop"], spare_cpu=spare_cpu)
-    finally:
-        _WORKER["busy"] = False
+    from habitat_trace.pipeline.pool import stopping
+
+    return scale_unit(unit, options, paths, stopping=stopping, spare_cpu=spare_cpu)
 
 
 def _in_pool(work: list[Unit], options: Options, paths: dict[tuple[Path, str], Path], n: int,
              done: Callable[[int], None]) -> list[dict[str, Any]]:
-    import multiprocessing
     from concurrent.futures.process import BrokenProcessPool
 
-    stop, pids = StopFlag(), multiprocessing.SimpleQueue()  # type: StopFlag, Any
+    from habitat_trace.pipeline.pool import StoppablePool
+
     results: dict[int, UnitResult] = {}
-    with ProcessPoolExecutor(max_workers=n, initializer=_worker_init, initargs=(stop, pids)) as pool:
+    with StoppablePool(n) as pool:
         futures = {pool.submit(_pool_unit, u, options, paths, _spare_cpu(n)): i for i, u in enumerate(work)}
         try:
             for fut in as_completed(futures):
@@ -318,30 +277,24 @@ def _in_pool(work: list[Unit], options: Options, paths: dict[tuple[Path, str], P
             raise HabitatTraceError("a worker process died (out of memory?); run again with fewer --jobs") from None
         except (KeyboardInterrupt, SystemExit) as exc:
             code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 128 + signal.SIGINT
-            _stop_workers(stop, pids, futures, results)
+            _stop_workers(pool, futures, results)
             raise Interrupted(_rows(results), code) from None
     return _rows(results)
 
 
-def _stop_workers(stop: StopFlag, pids: Any, futures: dict[Future, int], results: dict[int, UnitResult]) -> None:
-    """Set the stop flag, signal every worker (one that is writing unwinds out of it), cancel what has not
-    started and collect the rows of what was written; a second Ctrl-C meanwhile is ignored."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        stop.set()
-        while not pids.empty():
-            try:
-                os.kill(pids.get(), signal.SIGINT)
-            except ProcessLookupError:
-                pass
+def _stop_workers(pool: Any, futures: dict[Future, int], results: dict[int, UnitResult]) -> None:
+    """Stop the pool (pipeline/pool.py: a worker that is writing unwinds out of it), cancel what has not started and
+    collect the rows of what was written; a second Ctrl-C meanwhile is ignored."""
+    from habitat_trace.pipeline.pool import ignoring_sigint
+
+    with ignoring_sigint():
+        pool.stop()
         for fut, i in futures.items():
             if i not in results and not fut.cancel():
                 try:
                     results[i] = fut.result()
                 except BaseException:  # a worker that died, or was stopped outside a unit, has no rows to give
                     pass
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _rows(results: dict[int, UnitResult]) -> list[dict[str, Any]]:

@@ -22,7 +22,6 @@ resource, the local pool runs at most MemAvailable / the largest estimate proces
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,6 +32,7 @@ import pandas as pd
 
 from habitat_trace.errors import HabitatTraceError
 from habitat_trace.pipeline.options import Options
+from habitat_trace.pipeline.pool import StoppablePool, ignoring_sigint
 from habitat_trace.pipeline.run import BandEnds, Headline, RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.timeline.joint import MAX_QUEUE_ROUNDS, Settled, settle
@@ -101,11 +101,12 @@ class RunFigures:
 
 
 class LocalPool:
-    """This process (``jobs`` 1) or ``jobs`` worker processes, kept for the run's maps."""
+    """This process (``jobs`` 1) or ``jobs`` worker processes, kept for the run's maps; on an interrupt the workers
+    stop at once (pipeline/pool.py), not after the ranks already queued to them."""
 
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
-        self._pool: Optional[ProcessPoolExecutor] = None
+        self._pool: Optional[StoppablePool] = None
 
     def map(self, fn: Callable[..., Any], items: Sequence[tuple], memory: Sequence[int]) -> list[Any]:
         if self.jobs == 1:
@@ -113,15 +114,22 @@ class LocalPool:
         from concurrent.futures.process import BrokenProcessPool
 
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.jobs)
+            self._pool = StoppablePool(self.jobs)
+        futures = [self._pool.submit(fn, *args) for args in items]
         try:
-            return list(self._pool.map(_star, [(fn, args) for args in items]))
+            return [f.result() for f in futures]
         except BrokenProcessPool:
             raise HabitatTraceError("a worker process died (out of memory?); run again with fewer --jobs") from None
+        except (KeyboardInterrupt, SystemExit):
+            with ignoring_sigint():
+                self._pool.stop()
+                self.close()
+            raise
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+            self._pool.shutdown()
+            self._pool = None
 
 
 class DaskPool:
@@ -167,11 +175,6 @@ class DaskPool:
 
 
 _PEAK_NOTE = "ingest's peak, ~3x its trace's JSON"
-
-
-def _star(job: tuple[Callable[..., Any], tuple]) -> Any:
-    fn, args = job
-    return fn(*args)
 
 
 @contextmanager
