@@ -4,6 +4,7 @@ thread while the next target is predicted) lands whole or not at all."""
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -221,3 +222,38 @@ def test_a_signal_while_a_landed_write_is_recorded_leaves_it_to_abort(tmp_path: 
         behind.drain()
     landed = behind.abort()
     assert landed is not None and landed[0] == out and out.exists()
+
+
+def test_an_interrupt_as_the_write_thread_starts_leaves_nothing_to_wait_for(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (test_issue26.py's item 3 [terminal-1] hung for its 120 s, once in ~100 runs on a loaded machine,
+    2026-12-06): a Ctrl-C between the write thread's creation and its start left ``abort`` waiting for a thread that
+    never ran. Now the thread starts under interrupts.held(): the KeyboardInterrupt comes out of ``submit`` once the
+    thread runs, and ``abort`` returns (the write never lands)."""
+    import signal
+
+    start = threading.Thread.start
+
+    def interrupted_start(self: threading.Thread) -> None:
+        if self.name == "habitat-write":
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C lands here ...
+            time.sleep(0.05)  # ... and its handler runs at the next bytecode unless it is held
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted_start)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    behind, done = writer.WriteBehind(), []
+    out = tmp_path / "never.pt.trace.json.gz"
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            behind.submit(_doc(), out, done.append)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert behind._thread is not None and behind._thread.ident is not None, "the write thread never started"
+    landed: list[Any] = []
+    waiter = threading.Thread(target=lambda: landed.append(behind.abort()), daemon=True)
+    waiter.start()
+    waiter.join(20)
+    assert not waiter.is_alive(), "abort waits for a write thread that never ran"
+    assert out.exists() == (landed[0] is not None) and not done  # landed before the abort, or never
+    assert not list(tmp_path.glob(".*.tmp"))

@@ -285,7 +285,7 @@ def _in_pool(work: list[Unit], options: Options, paths: dict[tuple[Path, str], P
 def _stop_workers(pool: Any, futures: dict[Future, int], results: dict[int, UnitResult]) -> None:
     """Stop the pool (pipeline/pool.py: a worker that is writing unwinds out of it), cancel what has not started and
     collect the rows of what was written; a second Ctrl-C meanwhile is ignored."""
-    from habitat_trace.pipeline.pool import ignoring_sigint
+    from habitat_trace.interrupts import ignoring_sigint
 
     with ignoring_sigint():
         pool.stop()

@@ -46,6 +46,7 @@ from habitat_trace.ingest.events import Events, event_chunks, fresh_dicts
 from habitat_trace.ingest.fields import take
 from habitat_trace.ingest.reader import GZIP_MAGIC
 from habitat_trace.ingest.trace import gc_paused
+from habitat_trace.interrupts import held
 from habitat_trace.pipeline.document import OCCUPANCY_KEYS, Rewrite, TargetDocument
 
 # The deflate behind every .gz we write: zlib-ng (python-zlib-ng, a dependency; the stdlib's zlib where it cannot be
@@ -484,11 +485,12 @@ class WriteBehind:
         check_output(out, (document.source,))
         with gc_paused():  # one piece: each call on the thread takes the GIL back (up to a switch interval, 5 ms)
             data = [b"".join(pieces(document))]
-        self._out, self._error = (out, done), None
-        self._finished = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(data, out, self._finished), name="habitat-write",
-                                        daemon=True)
-        self._thread.start()
+        with held():  # the thread that abort() waits for is started: an interrupt here waited for one never run
+            self._out, self._error = (out, done), None
+            self._finished = threading.Event()
+            self._thread = threading.Thread(target=self._run, args=(data, out, self._finished), name="habitat-write",
+                                            daemon=True)
+            self._thread.start()
 
     def _run(self, data: list[bytes | memoryview], out: Path, finished: threading.Event) -> None:
         try:

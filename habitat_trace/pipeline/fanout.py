@@ -31,8 +31,9 @@ import numpy as np
 import pandas as pd
 
 from habitat_trace.errors import HabitatTraceError
+from habitat_trace.interrupts import ignoring_sigint
 from habitat_trace.pipeline.options import Options
-from habitat_trace.pipeline.pool import StoppablePool, ignoring_sigint
+from habitat_trace.pipeline.pool import StoppablePool
 from habitat_trace.pipeline.run import BandEnds, Headline, RankReplay, Replay
 from habitat_trace.scale.gpu import GpuSpec
 from habitat_trace.timeline.joint import MAX_QUEUE_ROUNDS, Settled, settle

@@ -15,8 +15,7 @@ from __future__ import annotations
 import os
 import signal
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 
 class StopFlag:
@@ -107,13 +106,3 @@ class StoppablePool:
 
     def __exit__(self, *exc: Any) -> None:
         self.shutdown()
-
-
-@contextmanager
-def ignoring_sigint() -> Iterator[None]:
-    """A second Ctrl-C is ignored meanwhile (while the workers stop and their results are collected)."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
