@@ -158,3 +158,30 @@ def test_a_signal_while_a_worker_checks_the_stop_flag_does_not_hang_it() -> None
         if child.is_alive():
             child.kill()
             child.join()
+
+
+def test_a_signal_after_a_unit_has_returned_keeps_its_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGINT that lands as a worker's task has returned (before its ``busy`` flag is cleared) dropped the
+    unit's rows, though its traces were written: the report would count fewer than are on disk. The task's result
+    now stands; a signal while it runs still unwinds it."""
+    from habitat_trace.pipeline import pool
+
+    class LandsAtTheEnd(dict):
+        def __setitem__(self, key: str, value: Any) -> None:
+            super().__setitem__(key, value)
+            if key == "busy" and value is False:
+                raise KeyboardInterrupt  # the worker's handler, raising as the task ends
+
+    state = LandsAtTheEnd(stop=pool.StopFlag(), busy=False, hit=False)
+    monkeypatch.setattr(pool, "_WORKER", state)
+    try:
+        got = pool._task(lambda: "rows", ())
+    except KeyboardInterrupt:  # caught here: a KeyboardInterrupt out of a test stops pytest's whole session
+        got = None
+    assert got == "rows", "the unit's rows were dropped"
+
+    def unwound() -> None:
+        raise KeyboardInterrupt  # the signal lands while the unit runs
+
+    with pytest.raises(KeyboardInterrupt):
+        pool._task(unwound, ())

@@ -63,13 +63,24 @@ def stopping() -> bool:
 
 
 def _task(fn: Callable[..., Any], args: tuple) -> Any:
+    """``fn(*args)``, unwound once by a signal while it runs; a signal that lands after it has returned (before
+    ``busy`` is cleared) does not drop its result: scale_unit's rows of traces already written (the report would
+    count fewer than are on disk). The result is kept from the moment ``append`` holds it; the window left is the
+    step from ``fn``'s return to that call."""
     if _WORKER["stop"].is_set():
         raise KeyboardInterrupt
     _WORKER["busy"], _WORKER["hit"] = True, False
+    box: list[Any] = []
     try:
-        return fn(*args)
-    finally:
-        _WORKER["busy"] = False
+        try:
+            box.append(fn(*args))
+        finally:
+            _WORKER["busy"] = False
+    except (KeyboardInterrupt, SystemExit):
+        if box:  # the one unwinding a signal gives a task came after it had returned
+            return box[0]
+        raise
+    return box[0]
 
 
 class StoppablePool:
