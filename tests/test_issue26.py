@@ -133,6 +133,40 @@ def _outputs(out: Path) -> set[str]:
     return {p.name for p in out.iterdir() if p.name.endswith(".pt.trace.json.gz")}
 
 
+class _Stoppable:
+    """The CLI on ``args`` as a child that a Ctrl-C stops: typed at its terminal (``how`` "terminal": the signal
+    goes to its process group, workers included) or sent to its main process alone ("main-only", ``kill -INT``),
+    which must stop its workers itself."""
+
+    def __init__(self, args: list[Any], how: str) -> None:
+        self.how = how
+        if how == "terminal":
+            self.term = Pty(args, cols=120)
+            self.proc = self.term.proc
+        else:
+            self.proc = subprocess.Popen([sys.executable, "-m", "habitat_trace", *map(str, args)], cwd=ROOT,
+                                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                         start_new_session=True, preexec_fn=default_signals)
+
+    def ctrl_c(self) -> float:
+        """Send it; returns when it was sent, once it has gone out: a terminal sends the SIGINT when it takes the ^C
+        in, then echoes it (a loaded machine took >= 2 targets' writes between our write and that, once in 50)."""
+        if self.how == "terminal":
+            os.write(self.term.master, b"\x03")
+            sent = time.monotonic()
+            assert self.term.read_until("^C", timeout=30), self.term.text
+            return sent
+        os.kill(self.proc.pid, signal.SIGINT)
+        return time.monotonic()
+
+    def finish(self) -> tuple[int, str]:
+        """Its exit code and what it said: its stderr, or at a terminal all it wrote, without escape sequences."""
+        if self.how == "terminal":
+            return self.term.finish(), ANSI.sub("", self.term.text)
+        _, text = self.proc.communicate(timeout=120)
+        return self.proc.returncode, text
+
+
 @pytest.mark.parametrize("how, jobs", [("terminal", 1), ("terminal", 2), ("main-only", 1), ("main-only", 2)])
 @pytest.mark.slow
 def test_issue26_item3_ctrl_c_stops_a_directory_at_once(tmp_path: Path, how: str, jobs: int) -> None:
@@ -145,30 +179,14 @@ def test_issue26_item3_ctrl_c_stops_a_directory_at_once(tmp_path: Path, how: str
     out.mkdir()
     for i in range(3):
         (d / f"t{i}.pt.trace.json.gz").write_bytes(MLP_FIXTURE.read_bytes())
-    args = ["scale", d, "--to", "all", "-o", out, "--jobs", str(jobs)]
-    if how == "terminal":
-        term = Pty(args, cols=120)
-        proc, stop = term.proc, lambda: os.write(term.master, b"\x03")
-    else:
-        proc = subprocess.Popen([sys.executable, "-m", "habitat_trace", *map(str, args)], cwd=ROOT, env=_env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                preexec_fn=default_signals)
-        stop = lambda: os.kill(proc.pid, signal.SIGINT)  # noqa: E731
+    job = _Stoppable(["scale", d, "--to", "all", "-o", out, "--jobs", str(jobs)], how)
     end = time.monotonic() + 120
-    while len(_outputs(out)) < 3 and proc.poll() is None:
+    while len(_outputs(out)) < 3 and job.proc.poll() is None:
         assert time.monotonic() < end
         time.sleep(0.01)
-    stop()
-    stopped_at = time.monotonic()
-    if how == "terminal":  # the terminal sends the SIGINT when it takes the ^C in, then echoes it: its echo is when
-        # the signal went out (a loaded machine took >= 2 targets' writes between our write and that, once in 50)
-        assert term.read_until("^C", timeout=30), term.text
+    stopped_at = job.ctrl_c()
     before = _outputs(out)
-    if how == "terminal":
-        code, text = term.finish(), ANSI.sub("", term.text)
-    else:
-        _, text = proc.communicate(timeout=120)
-        code = proc.returncode
+    code, text = job.finish()
     assert code == 130, text
     assert time.monotonic() - stopped_at < 15, "it went on after the signal"
     after = _outputs(out)
@@ -191,25 +209,13 @@ def test_ctrl_c_stops_the_ranks_of_a_distributed_run_at_once(tmp_path: Path, how
     out.mkdir()
     for r in range(4):
         write(ddp_trace(rank=r, world=4, steps=1500, gemm_us=500 + 10 * r), d / f"rank{r}.pt.trace.json.gz")
-    args = ["scale", d, "--to", "all", "-o", out, "--jobs", "2"]
+    job = _Stoppable(["scale", d, "--to", "all", "-o", out, "--jobs", "2"], how)
     if how == "terminal":
-        term = Pty(args, cols=120)
-        proc, stop = term.proc, lambda: os.write(term.master, b"\x03")
-        assert term.read_until("summarizing 4 ranks"), term.text
-    else:
-        proc = subprocess.Popen([sys.executable, "-m", "habitat_trace", *map(str, args)], cwd=ROOT, env=_env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                preexec_fn=default_signals)
-        stop = lambda: os.kill(proc.pid, signal.SIGINT)  # noqa: E731
+        assert job.term.read_until("summarizing 4 ranks"), job.term.text
     time.sleep(1.0)  # the workers are summarizing their first rank, the next one queued to each
-    assert proc.poll() is None, "the run ended before the signal: make its ranks longer"
-    stop()
-    stopped_at = time.monotonic()
-    if how == "terminal":
-        code, text = term.finish(), ANSI.sub("", term.text)
-    else:
-        _, text = proc.communicate(timeout=120)
-        code = proc.returncode
+    assert job.proc.poll() is None, "the run ended before the signal: make its ranks longer"
+    stopped_at = job.ctrl_c()
+    code, text = job.finish()
     took = time.monotonic() - stopped_at
     assert code == 130, text
     assert took < 10, f"it went on {took:.1f} s after the signal"

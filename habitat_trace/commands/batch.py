@@ -7,10 +7,9 @@ worker's peak is about ``PEAK_PER_BYTE`` x its run's uncompressed size (pipeline
 MemAvailable / (the largest run's estimate) workers run at once, and never more than the CPUs.
 
 Interrupts (Ctrl-C, SIGTERM) stop every process at once (pipeline/pool.py): a worker checks the pool's stop flag before
-each write and
-unwinds out of the write in progress (the writer removes its temporary file), so no output appears after the
-signal; ``Interrupted`` carries the rows of what was written. In a directory, a run that fails is a row with its
-one-line error; a single file's error is raised as it is (its own exit code).
+each write and unwinds out of the write in progress (the writer removes its temporary file), so no output appears
+after the signal; ``Interrupted`` carries the rows of what was written. In a directory, a run that fails is a row
+with its one-line error; a single file's error is raised as it is (its own exit code).
 """
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from habitat_trace.pipeline import Options
+    from habitat_trace.pipeline.pool import StoppablePool
     from habitat_trace.scale.gpu import GpuSpec
 
 @dataclass(frozen=True)
@@ -282,7 +282,7 @@ def _in_pool(work: list[Unit], options: Options, paths: dict[tuple[Path, str], P
     return _rows(results)
 
 
-def _stop_workers(pool: Any, futures: dict[Future, int], results: dict[int, UnitResult]) -> None:
+def _stop_workers(pool: StoppablePool, futures: dict[Future, int], results: dict[int, UnitResult]) -> None:
     """Stop the pool (pipeline/pool.py: a worker that is writing unwinds out of it), cancel what has not started and
     collect the rows of what was written; a second Ctrl-C meanwhile is ignored."""
     from habitat_trace.interrupts import ignoring_sigint

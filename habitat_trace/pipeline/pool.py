@@ -89,17 +89,17 @@ class StoppablePool:
     def __init__(self, n: int) -> None:
         import multiprocessing
 
-        self.flag = StopFlag()
+        self._flag = StopFlag()
         self._pids: Any = multiprocessing.SimpleQueue()
         self._known: list[int] = []
-        self._executor = ProcessPoolExecutor(max_workers=n, initializer=worker_init, initargs=(self.flag, self._pids))
+        self._executor = ProcessPoolExecutor(max_workers=n, initializer=worker_init, initargs=(self._flag, self._pids))
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         return self._executor.submit(_task, fn, args)
 
     def stop(self) -> None:
         """Set the stop flag and signal every worker (one running a task unwinds out of it)."""
-        self.flag.set()
+        self._flag.set()
         while not self._pids.empty():
             self._known.append(self._pids.get())
         for pid in self._known:
